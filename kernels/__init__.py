@@ -1,0 +1,122 @@
+"""seqjit.kernels: every kernel seqjit runs, one folder per family, backends side by side.
+
+Each family folder ``kernels/<family>/`` holds:
+
+- ``spec.py``        argument checks and output allocation, shared by every backend (validate before
+                     entering jitted code: jitted code does no bounds checks);
+- ``reference.py``   the NumPy reference: the readable specification of the ops;
+- ``numba_cpu.py``   Numba CPU kernels;
+- ``cython_cpu.pyx`` Cython CPU kernels (compiled at install, OpenMP when available);
+- ``cuda.py``        numba.cuda kernels (imported only when the ``cuda`` backend is asked for).
+
+Every backend module exposes the family's ops under the same names and signatures. Use
+:func:`get` to pick one::
+
+    from seqjit import kernels
+    softmax = kernels.get("softmax")                 # fastest available CPU backend
+    attention = kernels.get("attention", backend="numba")
+    kernels.backends("attention")                    # e.g. ["cython", "numba", "reference"]
+"""
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+
+__all__ = ["get", "backends", "ops", "BACKENDS", "OPS", "KernelUnavailable"]
+
+#: op name -> family folder
+OPS: dict[str, str] = {
+    "softmax": "softmax",
+    "log_softmax": "softmax",
+    "attention": "attention",
+    "additive_attention": "additive_attention",
+    "gru": "rnn",
+    "lstm": "rnn",
+    "gru_cell": "rnn",
+    "lstm_cell": "rnn",
+    "layer_norm": "layer_norm",
+    "linear": "linear",
+    "relu": "activations",
+    "gelu": "activations",
+    "silu": "activations",
+    "tanh": "activations",
+    "embedding": "embedding",
+    "sinusoidal_positions": "embedding",
+}
+
+#: backend name -> module file name inside a family folder
+BACKENDS: dict[str, str] = {
+    "reference": "reference",
+    "numba": "numba_cpu",
+    "cython": "cython_cpu",
+    "cuda": "cuda",
+}
+
+#: the order in which the default CPU backend is chosen, per op (fastest first, from
+#: benchmarks/RESULTS.md); ops not listed use _DEFAULT_ORDER.
+_DEFAULT_ORDER = ("numba", "cython", "reference")
+PREFERRED: dict[str, tuple[str, ...]] = {}
+
+
+class KernelUnavailable(RuntimeError):
+    """The requested backend of an op cannot be used here (not built, or no GPU)."""
+
+
+def ops() -> list[str]:
+    """All op names the registry knows."""
+    return sorted(OPS)
+
+
+def _family(name: str) -> str:
+    try:
+        return OPS[name]
+    except KeyError:
+        raise ValueError(f"unknown kernel {name!r}; known kernels: {', '.join(ops())}") from None
+
+
+@lru_cache(maxsize=None)
+def _module(family: str, backend: str):
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown backend {backend!r}; known backends: {', '.join(BACKENDS)}")
+    if backend == "cuda":
+        from seqjit.kernels._cuda import require_cuda
+
+        require_cuda()
+    try:
+        return importlib.import_module(f"seqjit.kernels.{family}.{BACKENDS[backend]}")
+    except ImportError as exc:
+        raise KernelUnavailable(f"backend {backend!r} of kernel family {family!r} is not available: {exc}") from exc
+
+
+def get(name: str, backend: str | None = None):
+    """Return the function implementing op ``name`` on ``backend``.
+
+    ``backend=None`` picks the fastest CPU backend available here. Raises ``ValueError`` for an
+    unknown op or backend and :class:`KernelUnavailable` when the backend cannot run here.
+    """
+    family = _family(name)
+    if backend is None:
+        for candidate in PREFERRED.get(name, _DEFAULT_ORDER):
+            try:
+                return getattr(_module(family, candidate), name)
+            except (KernelUnavailable, AttributeError):
+                continue
+        raise KernelUnavailable(f"no CPU backend of {name!r} is available")
+    module = _module(family, backend)
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise KernelUnavailable(f"backend {backend!r} does not implement {name!r}") from None
+
+
+def backends(name: str) -> list[str]:
+    """The backends of op ``name`` that can run on this machine."""
+    family = _family(name)
+    found = []
+    for backend in BACKENDS:
+        try:
+            if hasattr(_module(family, backend), name):
+                found.append(backend)
+        except KernelUnavailable:
+            continue
+    return found

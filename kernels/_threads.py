@@ -1,0 +1,42 @@
+"""One thread setting for every backend: Numba, the Cython kernels' OpenMP loops, and BLAS."""
+from __future__ import annotations
+
+import os
+
+_num_threads: int | None = None
+
+
+def default_num_threads() -> int:
+    """The cores this process may use (respects CPU affinity)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def get_num_threads() -> int:
+    return _num_threads if _num_threads is not None else default_num_threads()
+
+
+def set_num_threads(n: int | None) -> int:
+    """Use ``n`` threads in Numba, OpenMP (Cython kernels) and BLAS; ``None`` restores the default.
+
+    Returns the number now in force.
+    """
+    global _num_threads
+    if n is not None:
+        if int(n) != n or n < 1:
+            raise ValueError(f"num_threads must be a positive integer, got {n!r}")
+        n = int(n)
+    _num_threads = n
+    count = get_num_threads()
+    import numba
+
+    numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=count, user_api="blas")
+    except ImportError:
+        pass
+    return count

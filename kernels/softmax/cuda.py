@@ -1,0 +1,86 @@
+"""numba.cuda softmax / log_softmax: one thread block per row, shared-memory tree reductions.
+
+Host arrays in -> host array out; a device array in -> device array out (see seqjit.kernels._cuda).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from seqjit.kernels import _cuda
+
+from . import spec
+
+_THREADS = 128
+
+
+@cuda.jit(cache=False)
+def _softmax_rows(x, mask, has_mask, out, use_log):
+    r = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    n = x.shape[1]
+    buf = cuda.shared.array(_THREADS, float32)
+    # 1) row max over kept elements
+    m = -math.inf
+    for j in range(tid, n, _THREADS):
+        if (not has_mask or mask[r, j]) and x[r, j] > m:
+            m = x[r, j]
+    buf[tid] = m
+    cuda.syncthreads()
+    step = _THREADS // 2
+    while step > 0:
+        if tid < step and buf[tid + step] > buf[tid]:
+            buf[tid] = buf[tid + step]
+        cuda.syncthreads()
+        step //= 2
+    m = buf[0]
+    cuda.syncthreads()
+    if m == -math.inf:
+        for j in range(tid, n, _THREADS):
+            out[r, j] = -math.inf if use_log else 0.0
+        return
+    # 2) sum of exponentials
+    s = 0.0
+    for j in range(tid, n, _THREADS):
+        if not has_mask or mask[r, j]:
+            s += math.exp(x[r, j] - m)
+    buf[tid] = s
+    cuda.syncthreads()
+    step = _THREADS // 2
+    while step > 0:
+        if tid < step:
+            buf[tid] += buf[tid + step]
+        cuda.syncthreads()
+        step //= 2
+    total = buf[0]
+    # 3) write
+    if use_log:
+        lse = m + math.log(total)
+        for j in range(tid, n, _THREADS):
+            out[r, j] = (x[r, j] - lse) if (not has_mask or mask[r, j]) else -math.inf
+    else:
+        inv = 1.0 / total
+        for j in range(tid, n, _THREADS):
+            out[r, j] = math.exp(x[r, j] - m) * inv if (not has_mask or mask[r, j]) else 0.0
+
+
+def _run(x, mask, out, use_log):
+    on_device = _cuda.any_on_device(x, out)
+    x2, m2, _, shape = spec.prepare(x, mask, None, device=True)
+    _cuda.require_float32("x", x2)
+    rows, n = x2.shape
+    dout = _cuda.device_out("out", out, shape, x2.dtype)
+    if rows and n:
+        dmask = _cuda.to_device(m2 if m2 is not None else np.ones((1, 1), np.uint8))
+        _softmax_rows[rows, _THREADS](_cuda.to_device(x2), dmask, m2 is not None, dout.reshape(rows, n), use_log)
+    return _cuda.finish(dout, out, on_device)
+
+
+def softmax(x, mask=None, *, out=None):
+    return _run(x, mask, out, False)
+
+
+def log_softmax(x, mask=None, *, out=None):
+    return _run(x, mask, out, True)

@@ -1,0 +1,89 @@
+"""Build script: the package layout lives in pyproject.toml; this file adds what is computed.
+
+- packages: every folder with an ``__init__.py`` under ``src/seqjit`` and ``kernels`` (installed as
+  ``seqjit.kernels``).
+- Cython extensions: every ``kernels/<family>/cython_cpu.pyx`` becomes ``seqjit.kernels.<family>.cython_cpu``.
+- OpenMP: used when the compiler accepts ``-fopenmp``; otherwise the extensions build serial
+  (``prange`` then runs as a plain loop).
+"""
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = Path(__file__).parent
+
+
+def find_packages():
+    packages = []
+    for base, prefix in (("src/seqjit", "seqjit"), ("kernels", "seqjit.kernels")):
+        for init in sorted((ROOT / base).rglob("__init__.py")):
+            rel = init.parent.relative_to(ROOT / base)
+            parts = [] if str(rel) == "." else list(rel.parts)
+            packages.append(".".join([prefix, *parts]))
+    return packages
+
+
+def find_extensions():
+    exts = []
+    for pyx in sorted((ROOT / "kernels").glob("*/cython_cpu.pyx")):
+        family = pyx.parent.name
+        exts.append(Extension(f"seqjit.kernels.{family}.cython_cpu", [str(pyx.relative_to(ROOT))]))
+    return exts
+
+
+def compiler_accepts(compiler, flags):
+    """True when ``compiler`` compiles and links a tiny OpenMP program with ``flags``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "omp_probe.c")
+        with open(src, "w") as f:
+            f.write("#include <omp.h>\nint main(void){return omp_get_max_threads() > 0 ? 0 : 1;}\n")
+        try:
+            objs = compiler.compile([src], output_dir=tmp, extra_postargs=flags)
+            compiler.link_executable(objs, "omp_probe", output_dir=tmp, extra_postargs=flags)
+        except Exception:
+            return False
+    return True
+
+
+class BuildExtWithOptionalOpenMP(build_ext):
+    def build_extensions(self):
+        if os.environ.get("SEQJIT_NO_OPENMP"):
+            omp = False
+        else:
+            omp = sys.platform != "win32" and compiler_accepts(self.compiler, ["-fopenmp"])
+        self.announce(f"seqjit: OpenMP {'enabled' if omp else 'not available, building serial'}", level=2)
+        from Cython.Build import cythonize  # noqa: F401  (build requirement)
+
+        for ext in self.extensions:
+            ext.extra_compile_args = ["-O3", "-ffp-contract=fast"] + (["-fopenmp"] if omp else [])
+            ext.extra_link_args = ["-fopenmp"] if omp else []
+            ext.define_macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")]
+        super().build_extensions()
+
+
+def cythonized_extensions():
+    from Cython.Build import cythonize
+
+    return cythonize(
+        find_extensions(),
+        language_level=3,
+        compiler_directives={
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "initializedcheck": False,
+            "nonecheck": False,
+        },
+        quiet=True,
+    )
+
+
+setup(
+    packages=find_packages(),
+    ext_modules=cythonized_extensions(),
+    cmdclass={"build_ext": BuildExtWithOptionalOpenMP},
+)

@@ -1,0 +1,3 @@
+from seqjit.cli import main
+
+raise SystemExit(main())
