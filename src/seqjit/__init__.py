@@ -1,11 +1,50 @@
 """seqjit: framework-free inference for seq2seq models (RNN, attention RNN, Transformer).
 
-Kernels live in :mod:`seqjit.kernels` (NumPy reference, Numba, Cython, numba.cuda backends).
+Kernels live in :mod:`seqjit.kernels` (NumPy reference, Numba, Cython, numba.cuda backends); models
+are graphs (:mod:`seqjit.graph`) built by the architectures in :mod:`seqjit.models`.
+
+    import seqjit
+    model = seqjit.load("path/to/model")           # config.json + model.safetensors
+    model = seqjit.from_hf("path/to/opus-mt-en-de") # a Hugging Face MarianMT directory
+    model = seqjit.from_torch(state_dict, arch="transformer", encoder_heads=8, ...)
+    model.save("out/")
+
+The names below are imported on first use, so ``import seqjit`` stays fast (no Numba compile).
 """
 from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
 from seqjit.kernels._threads import get_num_threads, set_num_threads
 
-__all__ = ["__version__", "get_num_threads", "set_num_threads"]
+_LAZY = {
+    "load": ("seqjit.models.io", "load_model"),
+    "from_torch": ("seqjit.convert", "from_torch"),
+    "from_hf": ("seqjit.convert", "from_hf"),
+    "profile": ("seqjit.graph.profiler", "profile"),
+    "Executor": ("seqjit.graph.executor", "Executor"),
+    "TransformerConfig": ("seqjit.models.transformer", "TransformerConfig"),
+    "TransformerModel": ("seqjit.models.transformer", "TransformerModel"),
+    "ModelFormatError": ("seqjit.errors", "ModelFormatError"),
+    "ConfigError": ("seqjit.errors", "ConfigError"),
+    "GraphError": ("seqjit.errors", "GraphError"),
+    "ShapeError": ("seqjit.errors", "ShapeError"),
+}
+
+__all__ = ["__version__", "get_num_threads", "set_num_threads", *_LAZY]
+
+
+def __getattr__(name: str):
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'seqjit' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

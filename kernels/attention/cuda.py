@@ -1,0 +1,233 @@
+"""numba.cuda attention (float32): online softmax over key tiles, causal and length masks.
+
+Two kernels, both exact (same masking rule as :mod:`spec`):
+
+- ``_tiled``: one block of ``TQ`` threads per (query tile, batch x head), one thread per query. The
+  query tile (pre-scaled) and each ``TK``-key tile of K and V are staged in shared memory (K/V reads
+  are then broadcasts); each thread keeps its running max, sum and output row. Key tiles beyond the
+  block's widest visible prefix are skipped. Needs ``D, Dv <= 128``.
+- ``_rowwise``: one block of ``RT`` threads per query row, for few queries (the decode step ``Lq = 1``
+  over a long cache) and for large head sizes: threads score ``RT`` keys at a time, the block reduces
+  max and sum through shared memory, and each thread accumulates its own output columns (coalesced
+  V reads). Needs ``Dv <= RT * _OUT_PER_THREAD``.
+
+Both also write each row's max and sum, from which ``_weights`` recomputes the normalised weights
+when ``return_weights``. Host arrays in -> host arrays out; any device array in -> device arrays out
+(see :mod:`seqjit.kernels._cuda`).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from seqjit.kernels import _cuda
+
+from . import spec
+
+TQ = 32  # queries (threads) per block of the tiled kernel
+TK = 16  # keys per shared-memory tile
+_DMAX = 128  # head sizes the tiled kernel stages in shared memory
+_QS_COLS = _DMAX + 1  # padded: the threads' query rows fall in different shared-memory banks
+RT = 128  # most threads per block of the row-wise kernel (a power of two; fewer for short keys)
+_OUT_PER_THREAD = 8
+_ROWWISE_BELOW = 8  # use the row-wise kernel when Lq < this
+_NEG_INF = float32(-math.inf)
+
+
+@cuda.jit(device=True, inline=True)
+def _visible(lengths, b, i, causal, offset):
+    nv = lengths[b]
+    if causal and i + offset + 1 < nv:
+        nv = i + offset + 1
+    return max(nv, 0)
+
+
+@cuda.jit(fastmath=True)
+def _tiled(q, k, v, lengths, causal, scale, out, mstat, lstat):
+    B, H, Lq, D = q.shape
+    Lk = k.shape[2]
+    Dv = v.shape[3]
+    bh = cuda.blockIdx.y
+    b = bh // H
+    h = bh % H
+    i0 = cuda.blockIdx.x * TQ
+    tid = cuda.threadIdx.x
+    i = i0 + tid
+    offset = Lk - Lq
+    qs = cuda.shared.array((TQ, _QS_COLS), float32)
+    ks = cuda.shared.array((TK, _DMAX), float32)
+    vs = cuda.shared.array((TK, _DMAX), float32)
+    acc = cuda.local.array(_DMAX, float32)
+    sc = cuda.local.array(TK, float32)
+    active = i < Lq
+    nv = _visible(lengths, b, i, causal, offset) if active else 0
+    last = _visible(lengths, b, min(i0 + TQ, Lq) - 1, causal, offset)  # the block's widest row
+    if active:
+        for d in range(D):
+            qs[tid, d] = q[b, h, i, d] * scale
+        for d in range(Dv):
+            acc[d] = 0
+    m = _NEG_INF
+    total = float32(0)
+    for j0 in range(0, last, TK):
+        cuda.syncthreads()
+        for idx in range(tid, TK * D, TQ):
+            jj = idx // D
+            ks[jj, idx % D] = k[b, h, j0 + jj, idx % D] if j0 + jj < Lk else float32(0)
+        for idx in range(tid, TK * Dv, TQ):
+            jj = idx // Dv
+            vs[jj, idx % Dv] = v[b, h, j0 + jj, idx % Dv] if j0 + jj < Lk else float32(0)
+        cuda.syncthreads()
+        n = min(TK, nv - j0)
+        if n > 0:
+            mx = m
+            for jj in range(n):
+                s = float32(0)
+                for d in range(D):
+                    s += qs[tid, d] * ks[jj, d]
+                sc[jj] = s
+                mx = max(mx, s)
+            alpha = math.exp(m - mx)  # 0 on the first visible tile (m = -inf)
+            m = mx
+            psum = float32(0)
+            for jj in range(n):
+                p = math.exp(sc[jj] - m)
+                sc[jj] = p
+                psum += p
+            total = total * alpha + psum
+            for d in range(Dv):
+                a = acc[d] * alpha
+                for jj in range(n):
+                    a += sc[jj] * vs[jj, d]
+                acc[d] = a
+    if active:
+        inv = float32(0) if total == 0 else float32(1) / total
+        for d in range(Dv):
+            out[b, h, i, d] = acc[d] * inv
+        mstat[b, h, i] = m
+        lstat[b, h, i] = total
+
+
+@cuda.jit(fastmath=True)
+def _rowwise(q, k, v, lengths, causal, scale, out, mstat, lstat):
+    B, H, Lq, D = q.shape
+    Lk = k.shape[2]
+    Dv = v.shape[3]
+    i = cuda.blockIdx.x
+    bh = cuda.blockIdx.y
+    b = bh // H
+    h = bh % H
+    tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x  # a power of two <= RT
+    buf = cuda.shared.array(RT, float32)
+    ps = cuda.shared.array(RT, float32)
+    acc = cuda.local.array(_OUT_PER_THREAD, float32)
+    nv = _visible(lengths, b, i, causal, Lk - Lq)
+    for u in range(_OUT_PER_THREAD):
+        acc[u] = 0
+    m = _NEG_INF
+    total = float32(0)
+    for j0 in range(0, nv, nt):
+        j = j0 + tid
+        s = _NEG_INF
+        if j < nv:
+            s = float32(0)
+            for d in range(D):
+                s += q[b, h, i, d] * k[b, h, j, d]
+            s *= scale
+        buf[tid] = s
+        cuda.syncthreads()
+        step = nt // 2
+        while step > 0:  # block max of this chunk
+            if tid < step and buf[tid + step] > buf[tid]:
+                buf[tid] = buf[tid + step]
+            cuda.syncthreads()
+            step //= 2
+        mx = max(m, buf[0])
+        cuda.syncthreads()
+        alpha = math.exp(m - mx) if mx > m else float32(1)
+        m = mx
+        p = math.exp(s - m) if j < nv else float32(0)
+        ps[tid] = p
+        buf[tid] = p
+        cuda.syncthreads()
+        step = nt // 2
+        while step > 0:  # block sum of this chunk
+            if tid < step:
+                buf[tid] += buf[tid + step]
+            cuda.syncthreads()
+            step //= 2
+        total = total * alpha + buf[0]
+        n = min(nt, nv - j0)
+        for u in range(_OUT_PER_THREAD):
+            d = tid + u * nt
+            if d < Dv:
+                a = acc[u] * alpha
+                for jj in range(n):
+                    a += ps[jj] * v[b, h, j0 + jj, d]
+                acc[u] = a
+        cuda.syncthreads()
+    inv = float32(0) if total == 0 else float32(1) / total
+    for u in range(_OUT_PER_THREAD):
+        d = tid + u * nt
+        if d < Dv:
+            out[b, h, i, d] = acc[u] * inv
+    if tid == 0:
+        mstat[b, h, i] = m
+        lstat[b, h, i] = total
+
+
+@cuda.jit(fastmath=True)
+def _weights(q, k, lengths, causal, scale, mstat, lstat, weights):
+    """weights[b, h, i, j] = exp(s_ij - m_i) / l_i on visible keys, else 0."""
+    B, H, Lq, D = q.shape
+    Lk = k.shape[2]
+    j = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    i = cuda.blockIdx.y
+    bh = cuda.blockIdx.z
+    b = bh // H
+    h = bh % H
+    if j >= Lk:
+        return
+    w = float32(0)
+    if j < _visible(lengths, b, i, causal, Lk - Lq) and lstat[b, h, i] > 0:
+        s = float32(0)
+        for d in range(D):
+            s += q[b, h, i, d] * k[b, h, j, d]
+        w = math.exp(s * scale - mstat[b, h, i]) / lstat[b, h, i]
+    weights[b, h, i, j] = w
+
+
+def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights=False, out=None):
+    """Attention on the GPU; see :mod:`seqjit.kernels.attention.spec` for arguments and shapes."""
+    on_device = _cuda.any_on_device(q, k, v, out)
+    p = spec.prepare(q, k, v, causal=causal, lengths=lengths, scale=scale, return_weights=return_weights,
+                     out=out, device=True)
+    _cuda.require_float32("q", p.q)
+    B, H, Lq, Lk, D, Dv = p.shape
+    if Dv > RT * _OUT_PER_THREAD:
+        raise ValueError(f"v must have a last dimension Dv <= {RT * _OUT_PER_THREAD} on the cuda backend, got {Dv}")
+    dout = _cuda.device_out("out", out, p.out_shape, np.float32)
+    dweights = _cuda.device_empty(p.weights_shape, np.float32) if p.return_weights else None
+    if B * H * Lq > 0:
+        dq, dk, dv = _cuda.to_device(p.q), _cuda.to_device(p.k), _cuda.to_device(p.v)
+        dlen = _cuda.to_device(p.lengths)
+        mstat = _cuda.device_empty((B, H, Lq), np.float32)
+        lstat = _cuda.device_empty((B, H, Lq), np.float32)
+        scale32 = np.float32(p.scale)
+        if Lq < _ROWWISE_BELOW or D > _DMAX or Dv > _DMAX:
+            # enough threads for the keys (up to RT) and for Dv (_OUT_PER_THREAD columns each)
+            want = max(32, min(RT, Lk), -(-Dv // _OUT_PER_THREAD))
+            nt = 1 << (want - 1).bit_length()
+            _rowwise[(Lq, B * H), nt](dq, dk, dv, dlen, p.causal, scale32, dout, mstat, lstat)
+        else:
+            _tiled[((Lq + TQ - 1) // TQ, B * H), TQ](dq, dk, dv, dlen, p.causal, scale32, dout, mstat, lstat)
+        if p.return_weights and Lk > 0:
+            nt = min(RT, 32 * (-(-Lk // 32)))
+            _weights[(-(-Lk // nt), Lq, B * H), nt](dq, dk, dlen, p.causal, scale32, mstat, lstat, dweights)
+    result = _cuda.finish(dout, out, on_device)
+    if not p.return_weights:
+        return result
+    return result, (dweights if on_device else dweights.copy_to_host())

@@ -1,0 +1,73 @@
+"""numba.cuda layer_norm: one thread block per row; mean and variance by shared-memory tree
+reductions (two passes: the variance is taken about the mean, as in the reference).
+
+Host arrays in -> host array out; a device array in -> device array out (see seqjit.kernels._cuda).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import cuda, float32
+
+from seqjit.kernels import _cuda
+
+from . import spec
+
+_THREADS = 128
+_DUMMY = np.zeros(1, np.float32)
+
+
+@cuda.jit(device=True, inline=True)
+def _block_sum(buf, tid, value):
+    """Sum of ``value`` over the block's threads (every thread gets it)."""
+    buf[tid] = value
+    cuda.syncthreads()
+    step = _THREADS // 2
+    while step > 0:
+        if tid < step:
+            buf[tid] += buf[tid + step]
+        cuda.syncthreads()
+        step //= 2
+    total = buf[0]
+    cuda.syncthreads()
+    return total
+
+
+@cuda.jit(cache=False)
+def _layer_norm_rows(x, weight, bias, has_weight, has_bias, eps, out):
+    r = cuda.blockIdx.x
+    tid = cuda.threadIdx.x
+    d = x.shape[1]
+    buf = cuda.shared.array(_THREADS, float32)
+    s = float32(0.0)
+    for j in range(tid, d, _THREADS):
+        s += x[r, j]
+    mean = _block_sum(buf, tid, s) / float32(d)
+    s = float32(0.0)
+    for j in range(tid, d, _THREADS):
+        t = x[r, j] - mean
+        s += t * t
+    rstd = float32(1.0) / math.sqrt(_block_sum(buf, tid, s) / float32(d) + eps)
+    for j in range(tid, d, _THREADS):
+        y = (x[r, j] - mean) * rstd
+        if has_weight:
+            y = y * weight[j]
+        if has_bias:
+            y = y + bias[j]
+        out[r, j] = y
+
+
+def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
+    on_device = _cuda.any_on_device(x, weight, bias, out)
+    x2, w, b, eps, _, shape = spec.prepare(x, weight, bias, eps, out, device=True)
+    _cuda.require_float32("x", x2)
+    rows, d = x2.shape
+    dout = _cuda.device_out("out", out, shape, x2.dtype)
+    if rows and d:
+        dw = _cuda.to_device(w if w is not None else _DUMMY)
+        db = _cuda.to_device(b if b is not None else _DUMMY)
+        _layer_norm_rows[rows, _THREADS](
+            _cuda.to_device(x2), dw, db, w is not None, b is not None, np.float32(eps), dout.reshape(rows, d)
+        )
+    return _cuda.finish(dout, out, on_device)

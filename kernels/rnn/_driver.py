@@ -1,0 +1,58 @@
+"""The CPU backends' shared plumbing: layers and directions in Python, each one a single kernel call.
+
+A backend supplies ``layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse,
+lstm, out, col, h_fin, c_fin)``, which runs one layer and direction entirely in compiled code:
+
+- ``x2d`` ``[T*B, I]`` time-major input rows; ``w_ih`` ``[G*H, I]``, ``w_hh`` ``[G*H, H]``;
+- ``bx``/``bh`` ``[G*H]``: the biases added to the input and to the hidden projection;
+- ``h_init``/``c_init``/``h_fin``/``c_fin`` ``[B, H]`` (``c_*`` unused by the GRU);
+- ``lengths`` int64 ``[B]``, ``order`` int64 ``[B]`` (rows by length, longest first), ``nsteps`` =
+  max length; ``reverse`` runs each row from its own last step back to 0;
+- ``out`` ``[T, B, W]``: the kernel writes columns ``col:col+H`` (zeros where ``t >= lengths[b]``).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from . import spec
+
+
+def run_sequence(seq: spec.Sequence, layer):
+    """Run a checked gru/lstm call with a backend's ``layer`` kernel; returns the op's result."""
+    T, B, _ = seq.shape
+    H, D = seq.hidden, seq.num_directions
+    dtype = seq.x.dtype
+    lstm = seq.mode == "lstm"
+    order = seq.order()
+    nsteps = int(seq.lengths.max()) if B else 0
+    zeros = np.zeros((B, H), dtype)
+    layer_in = seq.x
+    for k, directions in enumerate(seq.layers):
+        layer_out = seq.output if k == seq.num_layers - 1 else np.empty((T, B, D * H), dtype)
+        for d, w in enumerate(directions):
+            idx = k * D + d
+            h_init = zeros if seq.h0 is None else seq.h0[idx]
+            c_init = zeros if seq.c0 is None else seq.c0[idx]
+            c_fin = seq.c_n[idx] if lstm else np.empty((B, H), dtype)
+            bx, bh = spec.gate_biases(w.w_hh, w.b_ih, w.b_hh, dtype)
+            x2d = layer_in.reshape(T * B, layer_in.shape[2])
+            layer(x2d, w.w_ih, w.w_hh, bx, bh, h_init, c_init, seq.lengths, order, nsteps, d == 1, lstm,
+                  layer_out, d * H, seq.h_n[idx], c_fin)
+        layer_in = layer_out
+    return seq.result()
+
+
+def run_cell(cell: spec.Cell, layer, lstm: bool):
+    """One step of a checked gru_cell/lstm_cell call through the same ``layer`` kernel (T = 1)."""
+    B, H = cell.h_out.shape
+    dtype = cell.x.dtype
+    zeros = np.zeros((B, H), dtype)
+    h = zeros if cell.h is None else cell.h
+    c = zeros if cell.c is None else cell.c
+    c_fin = cell.c_out if lstm else np.empty((B, H), dtype)
+    bx, bh = spec.gate_biases(cell.w_hh, cell.b_ih, cell.b_hh, dtype)
+    ones = np.ones(B, np.int64)
+    order = np.arange(B, dtype=np.int64)
+    layer(cell.x, cell.w_ih, cell.w_hh, bx, bh, h, c, ones, order, 1 if B else 0, False, lstm,
+          cell.h_out.reshape(1, B, H), 0, cell.h_out, c_fin)
+    return cell.h_out if not lstm else (cell.h_out, cell.c_out)

@@ -1,0 +1,295 @@
+# cython: language_level=3
+"""Cython CPU gru / lstm / gru_cell / lstm_cell.
+
+Per layer and direction one call (:func:`_layer`): the input projection of every step as one BLAS
+GEMM (scipy's cython_blas), then the whole time loop inside ONE OpenMP parallel region. Each thread
+owns a fixed range of hidden-unit blocks for the whole sequence (the same rows of W_hh every step);
+per step it computes those rows of ``h @ W_hh.T`` with a 4x4 register-blocked dot-product kernel
+(C, ``omp simd`` reductions, compiled for AVX-512/AVX2/baseline and picked at load time on GCC/x86-64
+Linux), applies the fused gate math to its units, and meets the other threads at one barrier.
+float32 uses a rational tanh approximation (max 4.4 ulp, see ``_nbmath.py``); float64 uses libm.
+"""
+import numpy as np
+
+from libc.math cimport tanh as libm_tanh
+from libc.stdint cimport int64_t
+from cython.parallel cimport parallel
+from scipy.linalg.cython_blas cimport sgemm, dgemm
+
+from seqjit.kernels._threads import get_num_threads
+from . import _driver, spec
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
+    #define SJ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    #else
+    #define SJ_CLONES
+    #endif
+    #ifdef _OPENMP
+    #include <omp.h>
+    #define SJ_PRAGMA(x) _Pragma(#x)
+    static inline int sj_thread_num(void) { return omp_get_thread_num(); }
+    static inline int sj_num_threads(void) { return omp_get_num_threads(); }
+    static inline void sj_barrier(void) {
+        #pragma omp barrier
+    }
+    #else
+    #define SJ_PRAGMA(x)
+    static inline int sj_thread_num(void) { return 0; }
+    static inline int sj_num_threads(void) { return 1; }
+    static inline void sj_barrier(void) {}
+    #endif
+
+    /* Eigen's rational tanh for float32 (NaN passes through). */
+    static inline float sj_tanhf(float x) {
+        const float c = 7.90531110763549805f;
+        x = x < -c ? -c : (x > c ? c : x);
+        float x2 = x * x;
+        float p = -2.76076847742355e-16f;
+        p = p * x2 + 2.00018790482477e-13f;
+        p = p * x2 + -8.60467152213735e-11f;
+        p = p * x2 + 5.12229709037114e-08f;
+        p = p * x2 + 1.48572235717979e-05f;
+        p = p * x2 + 6.37261928875436e-04f;
+        p = p * x2 + 4.89352455891786e-03f;
+        float q = 1.19825839466702e-06f;
+        q = q * x2 + 1.18534705686654e-04f;
+        q = q * x2 + 2.26843463243900e-03f;
+        q = q * x2 + 4.89352518554385e-03f;
+        return x * p / q;
+    }
+
+    /* hh[i*ldhh + q] = dot(w[q*K:], h[i*ldh:]) for q < 4 and i < nb: 4 weight rows x 4 state rows
+       per pass, so each weight element is loaded once per 4 state rows. */
+    #define SJ_DEFINE_ROWS(T, SUF) \\
+    SJ_CLONES static void sj_rows4_##SUF(const T *w, long K, const T *h, long ldh, long nb, T *hh, long ldhh) { \\
+        const T *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K; \\
+        long i = 0; \\
+        for (; i + 4 <= nb; i += 4) { \\
+            const T *h0 = h + i * ldh, *h1 = h0 + ldh, *h2 = h1 + ldh, *h3 = h2 + ldh; \\
+            T a00 = 0, a01 = 0, a02 = 0, a03 = 0, a10 = 0, a11 = 0, a12 = 0, a13 = 0; \\
+            T a20 = 0, a21 = 0, a22 = 0, a23 = 0, a30 = 0, a31 = 0, a32 = 0, a33 = 0; \\
+            SJ_PRAGMA(omp simd reduction(+:a00,a01,a02,a03,a10,a11,a12,a13,a20,a21,a22,a23,a30,a31,a32,a33)) \\
+            for (long k = 0; k < K; k++) { \\
+                T x0 = h0[k], x1 = h1[k], x2 = h2[k], x3 = h3[k]; \\
+                a00 += w0[k] * x0; a01 += w0[k] * x1; a02 += w0[k] * x2; a03 += w0[k] * x3; \\
+                a10 += w1[k] * x0; a11 += w1[k] * x1; a12 += w1[k] * x2; a13 += w1[k] * x3; \\
+                a20 += w2[k] * x0; a21 += w2[k] * x1; a22 += w2[k] * x2; a23 += w2[k] * x3; \\
+                a30 += w3[k] * x0; a31 += w3[k] * x1; a32 += w3[k] * x2; a33 += w3[k] * x3; \\
+            } \\
+            T *o = hh + i * ldhh; \\
+            o[0] = a00; o[1] = a10; o[2] = a20; o[3] = a30; o += ldhh; \\
+            o[0] = a01; o[1] = a11; o[2] = a21; o[3] = a31; o += ldhh; \\
+            o[0] = a02; o[1] = a12; o[2] = a22; o[3] = a32; o += ldhh; \\
+            o[0] = a03; o[1] = a13; o[2] = a23; o[3] = a33; \\
+        } \\
+        for (; i < nb; i++) { \\
+            const T *h0 = h + i * ldh; \\
+            T a0 = 0, a1 = 0, a2 = 0, a3 = 0; \\
+            SJ_PRAGMA(omp simd reduction(+:a0,a1,a2,a3)) \\
+            for (long k = 0; k < K; k++) { \\
+                T x = h0[k]; \\
+                a0 += w0[k] * x; a1 += w1[k] * x; a2 += w2[k] * x; a3 += w3[k] * x; \\
+            } \\
+            T *o = hh + i * ldhh; \\
+            o[0] = a0; o[1] = a1; o[2] = a2; o[3] = a3; \\
+        } \\
+    } \\
+    SJ_CLONES static void sj_row1_##SUF(const T *w, long K, const T *h, long ldh, long nb, T *hh, long ldhh) { \\
+        for (long i = 0; i < nb; i++) { \\
+            const T *h0 = h + i * ldh; \\
+            T a = 0; \\
+            SJ_PRAGMA(omp simd reduction(+:a)) \\
+            for (long k = 0; k < K; k++) a += w[k] * h0[k]; \\
+            hh[i * ldhh] = a; \\
+        } \\
+    }
+    SJ_DEFINE_ROWS(float, f)
+    SJ_DEFINE_ROWS(double, d)
+    """
+    int sj_thread_num() noexcept nogil
+    int sj_num_threads() noexcept nogil
+    void sj_barrier() noexcept nogil
+    float sj_tanhf(float x) noexcept nogil
+    void sj_rows4_f(const float *w, long K, const float *h, long ldh, long nb, float *hh, long ldhh) noexcept nogil
+    void sj_row1_f(const float *w, long K, const float *h, long ldh, long nb, float *hh, long ldhh) noexcept nogil
+    void sj_rows4_d(const double *w, long K, const double *h, long ldh, long nb, double *hh, long ldhh) noexcept nogil
+    void sj_row1_d(const double *w, long K, const double *h, long ldh, long nb, double *hh, long ldhh) noexcept nogil
+
+ctypedef fused real:
+    float
+    double
+
+cdef enum:
+    UNITS = 16  # hidden units per work block
+
+
+cdef inline real _tanh(real x) noexcept nogil:
+    if real is float:
+        return sj_tanhf(x)
+    else:
+        return libm_tanh(x)
+
+
+cdef inline real _sigmoid(real x) noexcept nogil:
+    cdef real half = 0.5
+    return half + half * _tanh(half * x)
+
+
+cdef inline void _rows(const real *w, long K, const real *h, long nb, real *hh, long ldhh, long nrows) noexcept nogil:
+    """``hh[i, q] = w[q] . h[i]`` for q < nrows (rows of length K, state rows of stride K)."""
+    cdef long q = 0
+    while q + 4 <= nrows:
+        if real is float:
+            sj_rows4_f(w + q * K, K, h, K, nb, hh + q, ldhh)
+        else:
+            sj_rows4_d(w + q * K, K, h, K, nb, hh + q, ldhh)
+        q += 4
+    while q < nrows:
+        if real is float:
+            sj_row1_f(w + q * K, K, h, K, nb, hh + q, ldhh)
+        else:
+            sj_row1_d(w + q * K, K, h, K, nb, hh + q, ldhh)
+        q += 1
+
+
+cdef inline void _gru_units(const real *xg, const real *hg, const real *bx, const real *bh, const real *h,
+                            real *h_new, real *o, long H, long j0, long j1) noexcept nogil:
+    cdef long j
+    cdef real r, z, n
+    for j in range(j0, j1):
+        r = _sigmoid(xg[j] + bx[j] + hg[j] + bh[j])
+        z = _sigmoid(xg[H + j] + bx[H + j] + hg[H + j] + bh[H + j])
+        n = _tanh(xg[2 * H + j] + bx[2 * H + j] + r * (hg[2 * H + j] + bh[2 * H + j]))
+        h_new[j] = n + z * (h[j] - n)
+        o[j] = h_new[j]
+
+
+cdef inline void _lstm_units(const real *xg, const real *hg, const real *bx, const real *bh, real *c,
+                             real *h_new, real *o, long H, long j0, long j1) noexcept nogil:
+    cdef long j
+    cdef real i, f, g, og
+    for j in range(j0, j1):
+        i = _sigmoid(xg[j] + bx[j] + hg[j] + bh[j])
+        f = _sigmoid(xg[H + j] + bx[H + j] + hg[H + j] + bh[H + j])
+        g = _tanh(xg[2 * H + j] + bx[2 * H + j] + hg[2 * H + j] + bh[2 * H + j])
+        og = _sigmoid(xg[3 * H + j] + bx[3 * H + j] + hg[3 * H + j] + bh[3 * H + j])
+        c[j] = f * c[j] + i * g
+        h_new[j] = og * _tanh(c[j])
+        o[j] = h_new[j]
+
+
+cdef void _steps(const real *xp, const real *w_hh, const real *bx, const real *bh, real *hs, real *cs, real *hh,
+                 const int64_t *lens, const int64_t *order, long B, long H, long G, long nsteps, bint reverse,
+                 bint lstm, real *out, long ldo, long col) noexcept nogil:
+    """The time loop, run by every thread of the parallel region on its own blocks of hidden units."""
+    cdef int tid = sj_thread_num(), nth = sj_num_threads()
+    cdef long nblocks = (H + UNITS - 1) // UNITS
+    cdef long blk0 = nblocks * tid // nth, blk1 = nblocks * (tid + 1) // nth
+    cdef long GH = G * H, nact = B, s, blk, j0, j1, g, i, row, t
+    cdef real *hsrc
+    cdef real *hdst
+    for s in range(nsteps):
+        while nact > 0 and lens[nact - 1] <= s:
+            nact -= 1
+        hsrc = hs + (s % 2) * B * H
+        hdst = hs + (1 - s % 2) * B * H
+        for blk in range(blk0, blk1):
+            j0 = blk * UNITS
+            j1 = min(H, j0 + UNITS)
+            for g in range(G):
+                _rows(w_hh + (g * H + j0) * H, H, hsrc, nact, hh + g * H + j0, GH, j1 - j0)
+            for i in range(nact):
+                row = order[i]
+                t = lens[i] - 1 - s if reverse else s
+                if lstm:
+                    _lstm_units(xp + (t * B + row) * GH, hh + i * GH, bx, bh, cs + i * H, hdst + i * H,
+                                out + (t * B + row) * ldo + col, H, j0, j1)
+                else:
+                    _gru_units(xp + (t * B + row) * GH, hh + i * GH, bx, bh, hsrc + i * H, hdst + i * H,
+                               out + (t * B + row) * ldo + col, H, j0, j1)
+        sj_barrier()
+
+
+cdef void _gemm_nt(const real *a, const real *b, real *c, int m, int n, int k) noexcept nogil:
+    """Row-major ``c[m, n] = a[m, k] @ b[n, k].T`` with BLAS."""
+    cdef real one = 1, zero = 0
+    if real is float:
+        sgemm(b"T", b"N", &n, &m, &k, &one, <float *>b, &k, <float *>a, &k, &zero, c, &n)
+    else:
+        dgemm(b"T", b"N", &n, &m, &k, &one, <double *>b, &k, <double *>a, &k, &zero, c, &n)
+
+
+cdef void _layer_typed(const real[:, ::1] x2d, const real[:, ::1] w_ih, const real[:, ::1] w_hh,
+                       const real[::1] bx, const real[::1] bh, const real[:, ::1] h_init,
+                       const real[:, ::1] c_init, const int64_t[::1] lengths, const int64_t[::1] order,
+                       long nsteps, bint reverse, bint lstm, real[:, :, ::1] out, long col,
+                       real[:, ::1] h_fin, real[:, ::1] c_fin, real[:, ::1] xp, real[:, :, ::1] hs,
+                       real[:, ::1] cs, real[:, ::1] hh, int64_t[::1] lens, int threads):
+    cdef long B = h_init.shape[0], H = h_init.shape[1], GH = w_hh.shape[0]
+    cdef long T = out.shape[0], b, t, i, j, last
+    with nogil:
+        for b in range(B):  # padded output steps are zero
+            for t in range(lengths[b], T):
+                for j in range(H):
+                    out[t, b, col + j] = 0
+        if nsteps == 0:
+            for b in range(B):
+                for j in range(H):
+                    h_fin[b, j] = h_init[b, j]
+                    c_fin[b, j] = c_init[b, j]
+            return
+        _gemm_nt(&x2d[0, 0], &w_ih[0, 0], &xp[0, 0], <int>x2d.shape[0], <int>GH, <int>x2d.shape[1])
+        for i in range(B):
+            lens[i] = lengths[order[i]]
+            for j in range(H):
+                hs[0, i, j] = h_init[order[i], j]
+                cs[i, j] = c_init[order[i], j]
+        with parallel(num_threads=threads):
+            _steps(&xp[0, 0], &w_hh[0, 0], &bx[0], &bh[0], &hs[0, 0, 0], &cs[0, 0], &hh[0, 0], &lens[0], &order[0],
+                   B, H, GH // H, nsteps, reverse, lstm, &out[0, 0, 0], out.shape[2], col)
+        for i in range(B):  # a row's final state sits in the buffer its own last step wrote
+            last = 0 if lens[i] == 0 else 1 - (lens[i] - 1) % 2
+            for j in range(H):
+                h_fin[order[i], j] = hs[last, i, j]
+                c_fin[order[i], j] = cs[i, j]
+
+
+def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, long nsteps, bint reverse, bint lstm,
+           out, long col, h_fin, c_fin):
+    """One layer and direction; see :mod:`._driver` for the arguments."""
+    B, H = h_init.shape
+    dtype = x2d.dtype
+    xp = np.empty((x2d.shape[0] if nsteps else 1, w_hh.shape[0]), dtype)  # every step's input projection
+    hs = np.empty((2, B, H), dtype)  # double-buffered state, rows in `order`
+    cs = np.empty((B, H), dtype)
+    hh = np.empty((B, w_hh.shape[0]), dtype)  # hidden projection of the current step
+    lens = np.empty(B, np.int64)
+    cdef int threads = get_num_threads()
+    if dtype == np.float32:
+        _layer_typed[float](x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm,
+                            out, col, h_fin, c_fin, xp, hs, cs, hh, lens, threads)
+    else:
+        _layer_typed[double](x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm,
+                             out, col, h_fin, c_fin, xp, hs, cs, hh, lens, threads)
+
+
+def gru(x, params, *, h0=None, lengths=None, batch_first=False):
+    """See :func:`seqjit.kernels.rnn.reference.gru`."""
+    return _driver.run_sequence(spec.prepare_sequence("gru", x, params, h0, lengths, batch_first), _layer)
+
+
+def lstm(x, params, *, state0=None, lengths=None, batch_first=False):
+    """See :func:`seqjit.kernels.rnn.reference.lstm`."""
+    return _driver.run_sequence(spec.prepare_sequence("lstm", x, params, state0, lengths, batch_first), _layer)
+
+
+def gru_cell(x, h, w_ih, w_hh, b_ih=None, b_hh=None, *, out=None):
+    """See :func:`seqjit.kernels.rnn.reference.gru_cell`."""
+    return _driver.run_cell(spec.prepare_cell("gru", x, h, None, w_ih, w_hh, b_ih, b_hh, out), _layer, False)
+
+
+def lstm_cell(x, h, c, w_ih, w_hh, b_ih=None, b_hh=None):
+    """See :func:`seqjit.kernels.rnn.reference.lstm_cell`."""
+    return _driver.run_cell(spec.prepare_cell("lstm", x, h, c, w_ih, w_hh, b_ih, b_hh, None), _layer, True)

@@ -1,0 +1,125 @@
+"""``generate`` and ``generate_stream``: one decoding entry point for every architecture.
+
+Works with any model that follows the decoder-step contract of :mod:`seqjit.models.base`
+(``start``/``step``/``DecoderState.reorder`` and the special token ids).
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from .beam import beam_search
+from .greedy import greedy_search
+from .options import DecodingOptions
+from .results import GenerationResult, StepToken
+
+__all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
+
+
+def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndarray]:
+    """``sources`` (a list of token-id sequences of any lengths, or a 2-D int array with optional
+    ``lengths``) as a padded int64 ``[B, S]`` array and int64 ``[B]`` lengths."""
+    if isinstance(sources, np.ndarray) and sources.ndim == 2:
+        if sources.dtype.kind not in "iu":
+            raise TypeError(f"sources must hold integer token ids, got dtype {sources.dtype}")
+        ids = np.ascontiguousarray(sources, dtype=np.int64)
+        if lengths is None:
+            return ids, np.full(ids.shape[0], ids.shape[1], np.int64)
+        lengths = np.asarray(lengths)
+        if lengths.shape != (ids.shape[0],) or lengths.dtype.kind not in "iu":
+            raise ValueError(f"lengths must be an integer array of shape [{ids.shape[0]}], got {lengths.dtype} {list(lengths.shape)}")
+        if lengths.size and (lengths.min() < 0 or lengths.max() > ids.shape[1]):
+            raise ValueError(f"lengths must lie in [0, {ids.shape[1]}]")
+        return ids, lengths.astype(np.int64)
+    if lengths is not None:
+        raise ValueError("lengths is only accepted with a padded 2-D array of sources")
+    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__len__"):
+        raise TypeError(f"sources must be a list of token-id sequences, got {type(sources).__name__}")
+    rows = []
+    for i, src in enumerate(sources):
+        arr = np.asarray(src)
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise TypeError(f"sources[{i}] must be a 1-D sequence of integer token ids, got {arr.dtype} {list(arr.shape)}")
+        rows.append(arr.astype(np.int64))
+    if not rows:
+        raise ValueError("sources is empty: give at least one source sequence")
+    width = max(1, max(r.shape[0] for r in rows))
+    ids = np.full((len(rows), width), pad_id, np.int64)
+    for i, r in enumerate(rows):
+        ids[i, :r.shape[0]] = r
+    return ids, np.array([r.shape[0] for r in rows], np.int64)
+
+
+def _options(kwargs) -> DecodingOptions:
+    names = {f.name for f in dataclasses.fields(DecodingOptions)}
+    unknown = sorted(set(kwargs) - names)
+    if unknown:
+        raise TypeError(f"unknown decoding option(s) {unknown}; known: {sorted(names)}")
+    return DecodingOptions(**kwargs).validate()
+
+
+def _suppressed(model) -> tuple:
+    """Tokens never generated: the padding token (as ``transformers`` does for Marian)."""
+    return (model.pad_id,) if model.pad_id is not None and model.pad_id != model.eos_id else ()
+
+
+def _check_vocab(model, ids, lengths):
+    vocab = getattr(model, "source_vocab_size", None)
+    if vocab is None:
+        return
+    for i in range(ids.shape[0]):
+        row = ids[i, :lengths[i]]
+        if row.size and (row.min() < 0 or row.max() >= vocab):
+            bad = int(row[(row < 0) | (row >= vocab)][0])
+            raise ValueError(f"sources[{i}] holds token id {bad}, outside the source vocabulary [0, {vocab})")
+
+
+def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
+    """Decode every source; returns one :class:`GenerationResult` per source, in order.
+
+    Sources are decoded in batches of at most ``max_batch_size`` (longest first, to pad little);
+    the results equal decoding each source alone. ``callback(StepToken)`` is called for every
+    generated token (greedy and sampling only); returning True stops that source.
+    """
+    opts = _options(options)
+    if not isinstance(max_batch_size, int) or max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
+    if callback is not None and opts.beam_size > 1:
+        raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
+    ids, lens = pad_sources(sources, model.pad_id, lengths)
+    _check_vocab(model, ids, lens)
+    order = np.argsort(-lens, kind="stable")
+    results: list = [None] * ids.shape[0]
+    for start in range(0, order.shape[0], max_batch_size):
+        chunk = order[start:start + max_batch_size]
+        width = max(1, int(lens[chunk].max()))
+        state = model.start(ids[chunk, :width], lens[chunk], max_length=opts.max_length)
+        if opts.beam_size > 1:
+            batch_results = beam_search(model, state, opts, suppressed=_suppressed(model))
+        else:
+            batch_results = _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback))
+        for i, res in zip(chunk, batch_results):
+            if not opts.return_scores:
+                res.scores = None
+            results[i] = res
+    return results
+
+
+def _drain(gen):
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value
+
+
+def generate_stream(model, source, **options):
+    """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling)."""
+    opts = _options(options)
+    if opts.beam_size > 1:
+        raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
+    ids, lens = pad_sources([source], model.pad_id)
+    _check_vocab(model, ids, lens)
+    state = model.start(ids, lens, max_length=opts.max_length)
+    yield from greedy_search(model, state, opts, suppressed=_suppressed(model))

@@ -1,0 +1,100 @@
+"""Score processors applied to one decoding step's scores ``[rows, V]`` in place.
+
+``history`` is ``[rows, t]`` int64: each row's tokens so far, the decoder start token first (as the
+``transformers`` processors see ``input_ids``). The order and semantics follow ``transformers``:
+repetition penalty, no-repeat n-grams, minimum length, suppressed tokens.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+NEG_INF = -np.inf
+
+
+def apply_repetition_penalty(scores: np.ndarray, history: np.ndarray, penalty: float) -> None:
+    """Tokens already in a row's history: score / penalty when positive, score * penalty when negative."""
+    if penalty == 1.0:
+        return
+    rows = np.arange(scores.shape[0])[:, None]
+    seen = scores[rows, history]
+    scores[rows, history] = np.where(seen < 0, seen * penalty, seen / penalty)
+
+
+def banned_ngram_tokens(row: np.ndarray, n: int) -> list[int]:
+    """Tokens that would repeat an n-gram of ``row`` if generated next."""
+    length = row.shape[0]
+    if length + 1 < n:
+        return []
+    if n == 1:
+        return np.unique(row).tolist()
+    prefix = row[length - n + 1:]
+    banned = []
+    for start in range(length - n + 1):
+        if np.array_equal(row[start:start + n - 1], prefix):
+            banned.append(int(row[start + n - 1]))
+    return banned
+
+
+def apply_no_repeat_ngram(scores: np.ndarray, history: np.ndarray, n: int) -> None:
+    if n <= 0:
+        return
+    if n == 1:
+        rows = np.arange(scores.shape[0])[:, None]
+        scores[rows, history] = NEG_INF
+        return
+    for r in range(scores.shape[0]):
+        banned = banned_ngram_tokens(history[r], n)
+        if banned:
+            scores[r, banned] = NEG_INF
+
+
+def apply_min_length(scores: np.ndarray, generated: int, min_length: int, eos_id: int) -> None:
+    """Forbid the end token while fewer than ``min_length`` tokens have been generated."""
+    if generated < min_length:
+        scores[:, eos_id] = NEG_INF
+
+
+def apply_suppressed(scores: np.ndarray, tokens) -> None:
+    if tokens:
+        scores[:, list(tokens)] = NEG_INF
+
+
+def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eos_id: int, suppressed) -> np.ndarray:
+    apply_repetition_penalty(scores, history, options.repetition_penalty)
+    apply_no_repeat_ngram(scores, history, options.no_repeat_ngram_size)
+    apply_min_length(scores, generated, options.min_length, eos_id)
+    apply_suppressed(scores, suppressed)
+    return scores
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax in the input's dtype; rows of only -inf stay -inf."""
+    m = np.max(x, axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore"):
+        return x - m - np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True))
+
+
+def sample(scores: np.ndarray, options, rng: np.random.Generator) -> np.ndarray:
+    """Draw one token per row: temperature, then top-k, then top-p (nucleus), as ``transformers``."""
+    logits = scores.astype(np.float64) / options.sampling_temperature
+    vocab = logits.shape[-1]
+    k = options.sampling_topk
+    if 0 < k < vocab:
+        kth = np.partition(logits, vocab - k, axis=-1)[:, vocab - k][:, None]
+        logits = np.where(logits < kth, NEG_INF, logits)
+    if options.sampling_topp < 1.0:
+        order = np.argsort(-logits, axis=-1, kind="stable")
+        sorted_logits = np.take_along_axis(logits, order, axis=-1)
+        probs = np.exp(log_softmax(sorted_logits))
+        cumulative = np.cumsum(probs, axis=-1)
+        remove = cumulative - probs >= options.sampling_topp  # keep the smallest set reaching p
+        remove[:, 0] = False
+        sorted_logits[remove] = NEG_INF
+        logits = np.empty_like(logits)
+        np.put_along_axis(logits, order, sorted_logits, axis=-1)
+    probs = np.exp(log_softmax(logits))
+    cumulative = np.cumsum(probs, axis=-1)
+    draws = rng.random(probs.shape[0]) * cumulative[:, -1]
+    tokens = (cumulative < draws[:, None]).sum(axis=-1)
+    return np.minimum(tokens, vocab - 1)

@@ -1,0 +1,302 @@
+"""Run graphs: optimise once, plan once per input-shape signature, replay cheaply.
+
+::
+
+    ex = Executor(graph)                         # runs the default passes once
+    outputs = ex.run({"src_ids": ids, "src_lengths": lengths})   # dict name -> array
+    plan = ex.plan_for(feeds)                    # the cached Plan for these shapes
+    print(plan.memory.summary()); print(plan.describe())
+
+A :class:`Plan` is made for one signature (the shapes and dtypes of every input): nodes in
+topological order, every value's shape inferred, each node bound to a kernel backend, and every
+intermediate given a fixed view into reusable slabs (see :mod:`seqjit.graph.memory`), passed to the
+kernels as ``out=``. Replay is a flat loop over prebound closures, with no allocation for planned
+values. Outputs that live in planned memory are copied on return unless ``copy=False`` (then they
+are overwritten by the next run of the same plan). In-place ops (``kv_write``) update the arrays fed
+to them: that is how the decoder's KV cache advances. A plan is not safe to run from two threads.
+"""
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from seqjit.errors import GraphError, ShapeError
+from seqjit.graph import profiler as _profiler
+from seqjit.graph.ir import Graph
+from seqjit.graph.memory import plan_buffers
+from seqjit.graph.ops import BindContext, TensorSpec, get_op
+
+_END = 1 << 60
+_MAX_PLANS = 16
+
+
+def check_feeds(graph: Graph, feeds: dict) -> tuple:
+    """Validate ``feeds`` against the graph's inputs; return the signature (a hashable tuple)."""
+    if not isinstance(feeds, dict):
+        raise TypeError(f"feeds must be a dict of input name -> numpy.ndarray, got {type(feeds).__name__}")
+    sig = []
+    for name, spec in graph.inputs.items():
+        try:
+            x = feeds[name]
+        except KeyError:
+            raise ValueError(f"graph {graph.name!r} needs input {name!r}; got {sorted(feeds)}") from None
+        if not isinstance(x, np.ndarray):
+            raise TypeError(f"input {name!r} must be a numpy.ndarray, got {type(x).__name__}")
+        kind = x.dtype.kind
+        if (spec.dtype == "float" and kind != "f") or (spec.dtype == "int" and kind not in "iu"):
+            raise TypeError(f"input {name!r} must have a {spec.dtype} dtype, got {x.dtype}")
+        if spec.ndim is not None and x.ndim != spec.ndim:
+            raise ValueError(f"input {name!r} must have {spec.ndim} dimensions, got shape {list(x.shape)}")
+        sig.append((x.shape, x.dtype.str))
+    if len(feeds) != len(graph.inputs):
+        extra = sorted(set(feeds) - set(graph.inputs))
+        raise ValueError(f"graph {graph.name!r} has no input(s) {extra}; its inputs: {list(graph.inputs)}")
+    return tuple(sig)
+
+
+def _backend_of(fn) -> str:
+    module = getattr(fn, "__module__", "") or ""
+    for tag, name in (("numba_cpu", "numba"), ("cython_cpu", "cython"), ("cuda", "cuda"), ("reference", "reference")):
+        if module.endswith(tag):
+            return name
+    return "numpy"
+
+
+class _RecordingContext(BindContext):
+    resolved: str = "numpy"
+
+    def kernel(self, name):
+        fn = super().kernel(name)
+        self.resolved = _backend_of(fn)
+        return fn
+
+
+class Plan:
+    """A graph bound to one input signature; see the module docstring."""
+
+    def __init__(self, graph: Graph, feeds: dict, backend=None):
+        self.graph = graph
+        self.specs: dict = {n: TensorSpec(tuple(feeds[n].shape), feeds[n].dtype) for n in graph.inputs}
+        for name, value in graph.constants.items():
+            self.specs[name] = TensorSpec(tuple(value.shape), value.dtype)
+        nodes = graph.nodes
+        attrs, modes = [], []
+        for node in nodes:
+            opdef = get_op(node.op)
+            where = f"graph {graph.name!r}, node {node.name!r} ({node.op})"
+            opdef.check_arity(len(node.inputs), where)
+            full = opdef.full_attrs(node.attrs, where)
+            in_specs = [None if i is None else self.specs[i] for i in node.inputs]
+            for i, s in zip(node.inputs, in_specs):
+                if s is None and i is not None:
+                    raise GraphError(f"{where}: input {i!r} has no shape")
+            try:
+                out_specs = opdef.infer(in_specs, full)
+            except ShapeError as exc:
+                raise ShapeError(f"{where}: {exc}") from None
+            if len(out_specs) != len(node.outputs):
+                raise GraphError(f"{where}: op makes {len(out_specs)} outputs, node names {len(node.outputs)}")
+            for out, spec in zip(node.outputs, out_specs):
+                self.specs[out] = TensorSpec(tuple(int(d) for d in spec.shape), np.dtype(spec.dtype))
+            attrs.append(full)
+            modes.append(opdef.output_modes(in_specs, full))
+        root, kind = self._alias_roots(nodes, modes)
+        last_use = {}
+        for k, node in enumerate(nodes):
+            for i in node.inputs:
+                if i is not None:
+                    last_use[root[i]] = k
+            for out in node.outputs:
+                last_use.setdefault(root[out], k)
+        for out in graph.outputs:
+            last_use[root[out]] = _END
+        order = []
+        released_at: dict = {}
+        for r, k in last_use.items():
+            released_at.setdefault(k, []).append(r)
+        for k, node in enumerate(nodes):
+            defined = [o for o, m in zip(node.outputs, modes[k]) if m == "out"]
+            order.append((defined, released_at.get(k, [])))
+        planned = {r: True for r, kd in kind.items() if kd == "buf"}
+        self.memory = plan_buffers(order, self.specs, planned, last_use)
+        self._root, self._kind = root, kind
+        self._bind(nodes, attrs, modes, backend)
+
+    # -- aliasing --------------------------------------------------------------------------------
+    def _alias_roots(self, nodes, modes):
+        """root value and kind ("input", "const", "buf", "fresh") of every value; checks that no
+        value is read after an in-place op updated its memory."""
+        root = {n: n for n in self.graph.inputs}
+        root.update({n: n for n in self.graph.constants})
+        kind = {n: "input" for n in self.graph.inputs}
+        kind.update({n: "const" for n in self.graph.constants})
+        version: dict = {}
+        seen: dict = {}
+        for node, node_modes in zip(nodes, modes):
+            for i in node.inputs:
+                if i is not None and seen.get(i, 0) != version.get(root[i], 0):
+                    raise GraphError(f"graph {self.graph.name!r}: node {node.name!r} reads {i!r} after an in-place op updated it")
+            for out, mode in zip(node.outputs, node_modes):
+                if mode in ("out", "fresh"):
+                    root[out], kind[out] = out, ("buf" if mode == "out" else "fresh")
+                    continue
+                how, k = mode
+                src = node.inputs[k]
+                root[out] = root[src]
+                if how == "inplace":
+                    if kind[root[src]] == "const":
+                        raise GraphError(f"graph {self.graph.name!r}: node {node.name!r} would update constant {src!r} in place")
+                    version[root[src]] = version.get(root[src], 0) + 1
+            for out in node.outputs:
+                seen[out] = version.get(root[out], 0)
+        return root, kind
+
+    # -- binding ---------------------------------------------------------------------------------
+    def _bind(self, nodes, attrs, modes, backend):
+        slot = {None: 0}
+        for name in list(self.graph.inputs) + list(self.graph.constants) + [o for n in nodes for o in n.outputs]:
+            slot.setdefault(name, len(slot))
+        env = [None] * len(slot)
+        for name, value in self.graph.constants.items():
+            env[slot[name]] = value
+        self._env, self._slot = env, slot
+        self._input_slots = [(n, slot[n]) for n in self.graph.inputs]
+        self.backends: list = []
+        steps = []
+        for node, full, node_modes in zip(nodes, attrs, modes):
+            outs = [self.memory.views.get(o) if m == "out" else None for o, m in zip(node.outputs, node_modes)]
+            ctx = _RecordingContext(full, [None if i is None else self.specs[i] for i in node.inputs],
+                                    [self.specs[o] for o in node.outputs], outs, self._backend_for(node, backend), node.name)
+            fn = get_op(node.op).make(ctx)
+            self.backends.append(ctx.resolved if get_op(node.op).kernel else "numpy")
+            steps.append(_step(env, fn, [slot[i] for i in node.inputs], [slot[o] for o in node.outputs]))
+        self.nodes, self._steps = nodes, steps
+        self._outputs = [(o, slot[o], self._kind[self._root[o]] == "buf") for o in self.graph.outputs]
+
+    @staticmethod
+    def _backend_for(node, backend):
+        if backend is None or isinstance(backend, str):
+            return backend
+        return backend.get(node.op, backend.get("*"))
+
+    # -- running ---------------------------------------------------------------------------------
+    def run(self, feeds: dict, *, copy: bool = True, profile: bool = False) -> dict:
+        """Replay the plan on ``feeds`` (already checked against this plan's signature)."""
+        env = self._env
+        for name, s in self._input_slots:
+            env[s] = feeds[name]
+        active = _profiler.active()
+        if profile or active:
+            self._run_profiled(active, keep=profile)
+        else:
+            for step in self._steps:
+                step()
+        result = {}
+        for name, s, owned in self._outputs:
+            value = env[s]
+            result[name] = value.copy() if (copy and owned) else value
+        for name, s in self._input_slots:
+            env[s] = None
+        return result
+
+    def _run_profiled(self, active, keep):
+        times = []
+        clock = time.perf_counter
+        for step in self._steps:
+            t0 = clock()
+            step()
+            times.append(clock() - t0)
+        records = [(n.name, n.op, b, t) for n, b, t in zip(self.nodes, self.backends, times)]
+        for prof in active:
+            prof.add(self.graph.name, records)
+        if keep:
+            self.last_profile = _profiler.Profile()
+            self.last_profile.add(self.graph.name, records)
+
+    def describe(self) -> str:
+        """One line per node: op, backend, output shapes, and where the outputs live."""
+        lines = [f"plan for graph {self.graph.name!r}: {len(self.nodes)} nodes; {self.memory.summary()}"]
+        for node, backend in zip(self.nodes, self.backends):
+            outs = ", ".join(f"{o}: {self.specs[o]!r}" + (f" @buf{self.memory.slab_of[self._root[o]]}"
+                             if self._root[o] in self.memory.slab_of else "") for o in node.outputs)
+            lines.append(f"  {node.op:<20} {backend:<9} {outs}")
+        return "\n".join(lines)
+
+
+def _step(env, fn, ins, outs):
+    """A zero-argument closure running one node: reads its inputs from ``env``, stores outputs."""
+    if len(outs) == 1:
+        o = outs[0]
+        if len(ins) == 0:
+            def step():
+                env[o] = fn()
+        elif len(ins) == 1:
+            a, = ins
+
+            def step():
+                env[o] = fn(env[a])
+        elif len(ins) == 2:
+            a, b = ins
+
+            def step():
+                env[o] = fn(env[a], env[b])
+        elif len(ins) == 3:
+            a, b, c = ins
+
+            def step():
+                env[o] = fn(env[a], env[b], env[c])
+        elif len(ins) == 4:
+            a, b, c, d = ins
+
+            def step():
+                env[o] = fn(env[a], env[b], env[c], env[d])
+        else:
+            def step():
+                env[o] = fn(*[env[i] for i in ins])
+        return step
+
+    def step():
+        results = fn(*[env[i] for i in ins])
+        for o, r in zip(outs, results):
+            env[o] = r
+
+    return step
+
+
+class Executor:
+    """A graph, optimised once by ``passes``, with a cache of plans keyed by input signature.
+
+    ``backend``: None (fastest available per op), a backend name for every kernel op, or a dict
+    op -> backend (key ``"*"`` for the rest).
+    """
+
+    def __init__(self, graph: Graph, *, passes=None, backend=None):
+        from seqjit.graph.passes import DEFAULT_PASSES, run_passes
+
+        self.source = graph
+        self.graph = run_passes(graph, DEFAULT_PASSES if passes is None else passes)
+        self.backend = backend
+        self._plans: OrderedDict = OrderedDict()
+
+    def plan_for(self, feeds: dict) -> Plan:
+        sig = check_feeds(self.graph, feeds)
+        plan = self._plans.get(sig)
+        if plan is None:
+            plan = Plan(self.graph, feeds, self.backend)
+            self._plans[sig] = plan
+            if len(self._plans) > _MAX_PLANS:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(sig)
+        return plan
+
+    def run(self, feeds: dict, *, copy: bool = True, profile: bool = False) -> dict:
+        """Outputs (dict name -> array) of the graph on ``feeds``; see :meth:`Plan.run`."""
+        return self.plan_for(feeds).run(feeds, copy=copy, profile=profile)
+
+    @property
+    def last_profile(self):
+        plan = next(reversed(self._plans.values()), None) if self._plans else None
+        return getattr(plan, "last_profile", None)

@@ -1,0 +1,186 @@
+"""Recurrent ops: full-sequence ``gru``/``lstm``, one-step ``gru_cell``/``lstm_cell``, Bahdanau
+``additive_attention``, and ``select_first_step`` (the RNN decoders' initial-state switch).
+
+Shapes: B batch, T time, I input features, H hidden, L layers, D directions (1 or 2), G gates
+(3 GRU, 4 LSTM), S source length, A attention dim, Dq query dim, Dk key dim.
+
+``gru``/``lstm`` take their weights as trailing operands, named by the ``keys`` attribute exactly
+like ``nn.GRU``/``nn.LSTM.state_dict()`` (``weight_ih_l0``, ``bias_hh_l1_reverse``...); the kernel
+gets them as its ``params`` dict. ``lengths`` gives packed-sequence semantics (see
+``kernels/rnn/spec.py``).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register
+
+_LAYER_KEY = re.compile(r"^weight_hh_l(\d+)(_reverse)?$")
+_GATES = {"gru": 3, "lstm": 4}
+
+
+def _out(ctx, k=0):
+    return ctx.outs[k] if ctx.outs else None
+
+
+def _is_int_vector(spec, batch):
+    return spec is not None and np.dtype(spec.dtype).kind in "iu" and tuple(spec.shape) == (batch,)
+
+
+# -- gru / lstm over a sequence -------------------------------------------------------------------
+def _seq_layout(mode, specs, attrs):
+    """(B, T, H, L, D) of a gru/lstm node, checking its operands."""
+    n_states = 1 if mode == "gru" else 2
+    x, states, lengths = specs[0], specs[1:1 + n_states], specs[1 + n_states]
+    weights = dict(zip(attrs["keys"], specs[2 + n_states:]))
+    where = mode
+    need_float(x, "x", where)
+    need(len(x.shape) == 3, where, f"x must be [B, T, I] (batch_first) or [T, B, I], got {x}")
+    need(len(weights) == len(attrs["keys"]) == len(specs) - 2 - n_states, where,
+         f"the weight operands must match keys {list(attrs['keys'])}")
+    layers = [_LAYER_KEY.match(k) for k in weights]
+    layers = [m for m in layers if m]
+    need("weight_hh_l0" in weights, where, "keys must include 'weight_hh_l0'")
+    w = weights["weight_hh_l0"]
+    g = _GATES[mode]
+    need(len(w.shape) == 2 and w.shape[0] == g * w.shape[1], where, f"weight_hh_l0 must be [{g}*H, H], got {w}")
+    hidden = int(w.shape[1])
+    num_layers = 1 + max(int(m.group(1)) for m in layers)
+    dirs = 2 if any(m.group(2) for m in layers) else 1
+    b, t = (x.shape[0], x.shape[1]) if attrs["batch_first"] else (x.shape[1], x.shape[0])
+    for name, s in zip(("h0", "c0"), states):
+        need(s is None or tuple(s.shape) == (num_layers * dirs, b, hidden), where,
+             f"{name} must be [{num_layers * dirs}, {b}, {hidden}], got {s}")
+    need(lengths is None or _is_int_vector(lengths, b), where, f"lengths must be an int vector [{b}], got {lengths}")
+    need_dtype_match([x, *states, *weights.values()], ["x", "h0", "c0"][:1 + n_states] + list(weights), where)
+    return b, t, hidden, num_layers, dirs
+
+
+def _seq_infer(mode):
+    def infer(specs, attrs):
+        b, t, h, layers, dirs = _seq_layout(mode, specs, attrs)
+        dt = specs[0].dtype
+        out = (b, t, dirs * h) if attrs["batch_first"] else (t, b, dirs * h)
+        state = TensorSpec((layers * dirs, b, h), dt)
+        return [TensorSpec(out, dt)] + [state] * (1 if mode == "gru" else 2)
+
+    return infer
+
+
+def _seq_make(mode):
+    def make(ctx):
+        fn, keys, batch_first = ctx.kernel(mode), tuple(ctx.attrs["keys"]), bool(ctx.attrs["batch_first"])
+        if mode == "gru":
+            def gru(x, h0, lengths, *weights):
+                return fn(x, dict(zip(keys, weights)), h0=h0, lengths=lengths, batch_first=batch_first)
+
+            return gru
+
+        def lstm(x, h0, c0, lengths, *weights):
+            state0 = None if h0 is None and c0 is None else (h0, c0)
+            out, (h_n, c_n) = fn(x, dict(zip(keys, weights)), state0=state0, lengths=lengths, batch_first=batch_first)
+            return out, h_n, c_n
+
+        return lstm
+
+    return make
+
+
+register(OpDef("gru", ("x", "h0?", "lengths?", "*weights"), _seq_infer("gru"), _seq_make("gru"),
+               attrs={"keys": REQUIRED, "batch_first": False}, modes=lambda specs, attrs: ["fresh"] * 2,
+               n_outputs=2, kernel="gru"))
+register(OpDef("lstm", ("x", "h0?", "c0?", "lengths?", "*weights"), _seq_infer("lstm"), _seq_make("lstm"),
+               attrs={"keys": REQUIRED, "batch_first": False}, modes=lambda specs, attrs: ["fresh"] * 3,
+               n_outputs=3, kernel="lstm"))
+
+
+# -- one step: gru_cell / lstm_cell ---------------------------------------------------------------
+def _cell_infer(mode):
+    def infer(specs, attrs):
+        n_states = 1 if mode == "gru" else 2
+        x, states = specs[0], specs[1:1 + n_states]
+        w_ih, w_hh = specs[1 + n_states:3 + n_states]
+        biases = (list(specs[3 + n_states:]) + [None, None])[:2]
+        where, g = f"{mode}_cell", _GATES[mode]
+        need_float(x, "x", where)
+        need(len(x.shape) == 2, where, f"x must be [B, I], got {x}")
+        need(len(w_hh.shape) == 2 and w_hh.shape[0] == g * w_hh.shape[1], where, f"w_hh must be [{g}*H, H], got {w_hh}")
+        h = w_hh.shape[1]
+        need(tuple(w_ih.shape) == (g * h, x.shape[1]), where, f"w_ih must be [{g * h}, {x.shape[1]}], got {w_ih}")
+        for name, s in zip(("h", "c"), states):
+            need(tuple(s.shape) == (x.shape[0], h), where, f"{name} must be [{x.shape[0]}, {h}], got {s}")
+        for name, s in zip(("b_ih", "b_hh"), biases):
+            need(s is None or tuple(s.shape) == (g * h,), where, f"{name} must be [{g * h}], got {s}")
+        need_dtype_match([x, *states, w_ih, w_hh, *biases], ["x", "h", "c"][:1 + n_states] + ["w_ih", "w_hh", "b_ih", "b_hh"], where)
+        return [TensorSpec((x.shape[0], h), x.dtype)] * n_states
+
+    return infer
+
+
+def _gru_cell_make(ctx):
+    fn, out = ctx.kernel("gru_cell"), _out(ctx)
+    return lambda x, h, w_ih, w_hh, b_ih=None, b_hh=None: fn(x, h, w_ih, w_hh, b_ih, b_hh, out=out)
+
+
+def _lstm_cell_make(ctx):
+    fn = ctx.kernel("lstm_cell")
+    return lambda x, h, c, w_ih, w_hh, b_ih=None, b_hh=None: fn(x, h, c, w_ih, w_hh, b_ih, b_hh)
+
+
+register(OpDef("gru_cell", ("x", "h", "w_ih", "w_hh", "b_ih?", "b_hh?"), _cell_infer("gru"), _gru_cell_make,
+               kernel="gru_cell"))
+register(OpDef("lstm_cell", ("x", "h", "c", "w_ih", "w_hh", "b_ih?", "b_hh?"), _cell_infer("lstm"), _lstm_cell_make,
+               modes=lambda specs, attrs: ["fresh", "fresh"], n_outputs=2, kernel="lstm_cell"))
+
+
+# -- Bahdanau attention: query [B, Dq], keys_proj [B, S, A], keys [B, S, Dk] -----------------------
+def _additive_infer(specs, attrs):
+    q, kp, k, w_q, v = specs[:5]
+    lengths = specs[5] if len(specs) > 5 else None
+    where = "additive_attention"
+    for name, s in (("query", q), ("keys_proj", kp), ("keys", k), ("w_q", w_q), ("v", v)):
+        need_float(s, name, where)
+    need(len(q.shape) == 2 and len(kp.shape) == 3 and len(k.shape) == 3, where,
+         f"query must be [B, Dq], keys_proj [B, S, A], keys [B, S, Dk]; got {q}, {kp}, {k}")
+    b, s, a = kp.shape
+    need(q.shape[0] == b and k.shape[:2] == (b, s), where, f"batch/length mismatch: query {q}, keys_proj {kp}, keys {k}")
+    need(tuple(w_q.shape) == (a, q.shape[1]), where, f"w_q must be [{a}, {q.shape[1]}], got {w_q}")
+    need(tuple(v.shape) == (a,), where, f"v must be [{a}], got {v}")
+    need(lengths is None or _is_int_vector(lengths, b), where, f"lengths must be an int vector [{b}], got {lengths}")
+    need_dtype_match([q, kp, k, w_q, v], ["query", "keys_proj", "keys", "w_q", "v"], where)
+    return [TensorSpec((b, k.shape[2]), q.dtype), TensorSpec((b, s), q.dtype)]
+
+
+def _additive_make(ctx):
+    fn = ctx.kernel("additive_attention")
+    return lambda q, kp, k, w_q, v, lengths=None: fn(q, kp, k, w_q, v, lengths=lengths)
+
+
+register(OpDef("additive_attention", ("query", "keys_proj", "keys", "w_q", "v", "lengths?"), _additive_infer,
+               _additive_make, modes=lambda specs, attrs: ["fresh", "fresh"], n_outputs=2, kernel="additive_attention"))
+
+
+# -- select_first_step: ``first`` at step 0, else ``rest`` (copied into the output) ---------------
+def _select_infer(specs, attrs):
+    step, first, rest = specs
+    where = "select_first_step"
+    need(np.dtype(step.dtype).kind in "iu" and step.shape in ((), (1,)), where, f"step must be an integer scalar, got {step}")
+    need(tuple(first.shape) == tuple(rest.shape), where, f"first and rest must have one shape, got {first} and {rest}")
+    need_dtype_match([first, rest], ["first", "rest"], where)
+    return [rest]
+
+
+def _select_make(ctx):
+    out, spec = _out(ctx), ctx.out_specs[0]
+
+    def select_first_step(step, first, rest):
+        dst = np.empty(spec.shape, spec.dtype) if out is None else out
+        np.copyto(dst, first if int(step) == 0 else rest)
+        return dst
+
+    return select_first_step
+
+
+register(OpDef("select_first_step", ("step", "first", "rest"), _select_infer, _select_make))

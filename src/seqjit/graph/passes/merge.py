@@ -1,0 +1,79 @@
+"""Merge ``linear`` nodes that read the same input into one GEMM followed by column slices."""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.graph.ir import Graph, Node
+from seqjit.graph.passes._shared import derived
+
+
+def _concat(arrays: list, axis: int) -> np.ndarray:
+    return derived(arrays, ("concat", axis), lambda: np.concatenate(arrays, axis=axis))
+
+
+def _key(graph: Graph, node: Node):
+    """Nodes with equal keys can share one GEMM (None: this node cannot be merged)."""
+    if node.op != "linear":
+        return None
+    w = graph.constants.get(node.inputs[1])
+    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    if w is None or (bias is not None and bias not in graph.constants):
+        return None
+    layout = node.attrs.get("weight_layout", "out_in")
+    k = w.shape[1] if layout == "out_in" else w.shape[0]
+    return (node.inputs[0], layout, node.attrs.get("activation"), w.dtype.str, k)
+
+
+def merge_projections(graph: Graph) -> Graph:
+    """Every group of >= 2 mergeable ``linear`` nodes on one input becomes
+    ``merged = linear(x, concat(W), concat(b))`` and one ``slice_last`` view per original output."""
+    g = graph.copy()
+    groups: dict = {}
+    for node in g.nodes:
+        key = _key(g, node)
+        if key is not None:
+            groups.setdefault(key, []).append(node)
+    replace: dict = {}
+    for key, members in groups.items():
+        if len(members) < 2:
+            continue
+        layout = key[1]
+        weights = [g.constants[m.inputs[1]] for m in members]
+        sizes = [w.shape[0] if layout == "out_in" else w.shape[1] for w in weights]
+        merged_w = _concat(weights, 0 if layout == "out_in" else 1)
+        biases = [g.constants[m.inputs[2]] if len(m.inputs) > 2 and m.inputs[2] is not None else None for m in members]
+        merged_b = None
+        if any(b is not None for b in biases):
+            if all(b is not None for b in biases):
+                merged_b = _concat(biases, 0)
+            else:
+                merged_b = np.concatenate([b if b is not None else np.zeros(n, merged_w.dtype) for b, n in zip(biases, sizes)])
+        base = _unique(g, f"{members[0].name}.merged{len(members)}")
+        g.constants[base + ".weight"] = merged_w
+        inputs = (key[0], base + ".weight")
+        if merged_b is not None:
+            g.constants[base + ".bias"] = merged_b
+            inputs += (base + ".bias",)
+        attrs = {"weight_layout": layout, "activation": key[2]}
+        new_nodes = [Node("linear", inputs, (base,), attrs, base)]
+        start = 0
+        for m, n in zip(members, sizes):
+            new_nodes.append(Node("slice_last", (base,), m.outputs, {"start": start, "stop": start + n}, m.name))
+            start += n
+        replace[id(members[0])] = new_nodes
+        for m in members[1:]:
+            replace[id(m)] = []
+    nodes = []
+    for node in g.nodes:
+        nodes.extend(replace.get(id(node), [node]))
+    g.nodes = nodes
+    return g
+
+
+def _unique(g: Graph, name: str) -> str:
+    taken = set(g.constants) | set(g.inputs) | {o for n in g.nodes for o in n.outputs}
+    candidate, k = name, 0
+    while candidate in taken or candidate + ".weight" in taken:
+        k += 1
+        candidate = f"{name}_{k}"
+    return candidate

@@ -1,0 +1,233 @@
+"""Attention RNN Seq2Seq: the decoder attends over every encoder output at each step.
+
+Encoder, bridge, shared weights and sizes: :mod:`seqjit.models.rnn_common`. The memory is the
+encoder output [B, S, M]: M = D*H, or H when a bidirectional encoder's two directions are summed
+(``encoder_output="sum"``). Padded source positions (``t >= src_lengths[b]``) get no attention.
+
+``attention="bahdanau"`` (additive; the PyTorch tutorial's ``AttnDecoderRNN`` +
+``BahdanauAttention``), per step, with s = the top decoder layer's previous hidden state::
+
+    e        = dropout(embedding(prev_token))                       [B, Et]   (dropout: identity)
+    scores_j = Va . tanh(Wa s + Ua m_j)                             (Va's bias cancels in the softmax)
+    a        = softmax(scores over j < src_length)                  [B, S]    -> ``attention``
+    context  = sum_j a_j m_j                                        [B, M]
+    h_l      = cell_l([e; context] for l = 0, else h_{l-1})         decoder RNN input Et + M
+    logits   = out(h_{L-1})                                         [B, V]
+
+``attention="dot"`` / ``"general"`` (Luong et al. 2015, global attention), computed after the RNN
+step on its top output h (no input feeding: the attentional state is not fed to the next step)::
+
+    h_l      = cell_l(e for l = 0, else h_{l-1});  h = h_{L-1}      decoder RNN input Et
+    score_j  = h . m_j  (dot, needs Hd == M)   or   h . (Wa m_j + ba)  (general)
+    a        = softmax(scores), context = sum_j a_j m_j             -> ``attention`` [B, S]
+    h~       = tanh(concat([context; h]) + concat bias)            [B, Hd]   ([h; context] when
+                                                                             concat_order="hidden_first")
+    logits   = out(h~)                                              [B, V]
+
+Weights, besides ``rnn_common``'s (A = ``attention_dim``, default Hd)::
+
+    bahdanau: decoder.attention.Wa.weight [A, Hd], decoder.attention.Wa.bias [A],
+              decoder.attention.Ua.weight [A, M],  decoder.attention.Ua.bias [A],
+              decoder.attention.Va.weight [1, A];  decoder.rnn.weight_ih_l0 [G*Hd, Et + M]
+    general:  decoder.attention.Wa.weight [Hd, M] (+ decoder.attention.Wa.bias [Hd] when attention_bias)
+    dot, general: decoder.concat.weight [Hd, M + Hd] (+ decoder.concat.bias [Hd] when concat_bias)
+    all:      decoder.out.weight [V, Hd], decoder.out.bias [V]
+
+Encoder graph outputs: ``memory`` [B, S, M], ``keys`` [B, S, A] (bahdanau: ``Ua m + Ua.bias +
+Wa.bias``, once per source) or [B, S, Hd] (general: ``Wa m + ba``), and ``init.h.{l}``/``init.c.{l}``.
+Luong models run teacher forcing in one full-sequence graph (``decoder_full``); Bahdanau's depends
+on the previous state, so its :meth:`logits` steps.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from seqjit.errors import ConfigError
+from seqjit.graph import GraphBuilder
+from seqjit.graph.ops import TensorSpec
+from seqjit.models.base import ATTENTION, MEMORY, SRC_LENGTHS, Seq2SeqModel, check_ids, check_source
+from seqjit.models.config import choice, positive
+from seqjit.models.rnn_common import RNNConfig, decoder_spec, encoder_spec, state_specs
+from seqjit.models.rnn_graphs import RNNPieces
+
+KEYS = "keys"
+
+
+@dataclass
+class AttentionSeq2SeqConfig(RNNConfig):
+    arch = "attention_seq2seq"
+
+    attention: str = choice("bahdanau", ("bahdanau", "dot", "general"))
+    attention_dim: int | None = None  # bahdanau A; None: the decoder hidden size
+    encoder_output: str = choice("concat", ("concat", "sum"))  # a bidirectional encoder's memory
+    attention_bias: bool = False  # general: Wa has a bias
+    concat_bias: bool = True  # luong: W_c has a bias
+    concat_order: str = choice("context_first", ("context_first", "hidden_first"))
+
+    @property
+    def memory_dim(self) -> int:
+        return 2 * self.hidden_size if self.bidirectional and self.encoder_output == "concat" else self.hidden_size
+
+    @property
+    def attn_dim(self) -> int:
+        return self.attention_dim if self.attention_dim is not None else self.decoder_hidden
+
+    def validate(self, where: str = "config") -> None:
+        super().validate(where)
+        if self.attention_dim is not None:
+            positive(where, attention_dim=self.attention_dim)
+        if self.encoder_output == "sum" and not self.bidirectional:
+            raise ConfigError(f"{where}: encoder_output 'sum' adds the two directions of a bidirectional encoder; "
+                              "set bidirectional=True or leave it at 'concat'")
+        if self.attention == "dot" and self.memory_dim != self.decoder_hidden:
+            raise ConfigError(f"{where}: dot attention needs the memory size ({self.memory_dim}) to equal the decoder "
+                              f"hidden size ({self.decoder_hidden}); use attention='general' or change bridge/encoder_output")
+        if self.attention != "general" and self.attention_bias:
+            raise ConfigError(f"{where}: attention_bias applies to attention='general' only")
+
+
+class AttentionSeq2SeqModel(Seq2SeqModel):
+    """See the module docstring."""
+
+    arch = "attention_seq2seq"
+    config_class = AttentionSeq2SeqConfig
+
+    @classmethod
+    def weight_spec(cls, config: AttentionSeq2SeqConfig) -> dict:
+        c = config
+        dt, Hd, M, A = np.dtype(c.dtype), c.decoder_hidden, c.memory_dim, c.attn_dim
+        spec = encoder_spec(c)
+        p = "decoder.attention"
+        if c.attention == "bahdanau":
+            spec.update(decoder_spec(c, c.tgt_embed + M, Hd))
+            spec.update({f"{p}.Wa.weight": TensorSpec((A, Hd), dt), f"{p}.Wa.bias": TensorSpec((A,), dt),
+                         f"{p}.Ua.weight": TensorSpec((A, M), dt), f"{p}.Ua.bias": TensorSpec((A,), dt),
+                         f"{p}.Va.weight": TensorSpec((1, A), dt)})
+            return spec
+        spec.update(decoder_spec(c, c.tgt_embed, Hd))
+        if c.attention == "general":
+            spec[f"{p}.Wa.weight"] = TensorSpec((Hd, M), dt)
+            if c.attention_bias:
+                spec[f"{p}.Wa.bias"] = TensorSpec((Hd,), dt)
+        spec["decoder.concat.weight"] = TensorSpec((Hd, M + Hd), dt)
+        if c.concat_bias:
+            spec["decoder.concat.bias"] = TensorSpec((Hd,), dt)
+        return spec
+
+    # -- graphs ------------------------------------------------------------------------------------
+    def build_encoder_graph(self):
+        """src_ids [B, S], src_lengths [B] -> memory [B, S, M], keys (bahdanau, general),
+        init.h.{l} (init.c.{l}) [B, Hd]."""
+        c, w = self.config, self.weights
+        g = GraphBuilder("encoder")
+        P = RNNPieces(g, c, w)
+        out, hs, cs = P.encoder()
+        if c.bidirectional and c.encoder_output == "sum":
+            H = c.hidden_size
+            out = g.op("add", g.op("slice_last", out, start=0, stop=H), g.op("slice_last", out, start=H, stop=2 * H),
+                       name="encoder.sum_directions")
+        g.output(out, name=MEMORY)
+        p = "decoder.attention"
+        if c.attention == "bahdanau":
+            bias = g.constant(f"{p}.keys_bias", w[f"{p}.Ua.bias"] + w[f"{p}.Wa.bias"])
+            g.output(g.op("linear", out, P.w(f"{p}.Ua.weight"), bias, name=f"{p}.Ua"), name=KEYS)
+        elif c.attention == "general":
+            bias = P.w(f"{p}.Wa.bias") if c.attention_bias else None
+            g.output(g.op("linear", out, P.w(f"{p}.Wa.weight"), bias, name=f"{p}.Wa"), name=KEYS)
+        P.output_initial_states(hs, cs)
+        return g.build()
+
+    def _memory_inputs(self, g):
+        memory = g.input(MEMORY, dtype="float", ndim=3)
+        keys = g.input(KEYS, dtype="float", ndim=3) if self.config.attention != "dot" else memory
+        return memory, keys
+
+    def build_decoder_step_graph(self, with_attention: bool = False):
+        """prev_tokens [B], step [], src_lengths [B], memory [B, S, M], keys, init.h.{l} (init.c.{l}),
+        h.{l} (c.{l}) [B, Hd] -> logits [B, V], (attention [B, S]), next.h.{l} (next.c.{l})."""
+        c = self.config
+        g = GraphBuilder("decoder_step" + ("+attention" if with_attention else ""))
+        P = RNNPieces(g, c, self.weights)
+        tokens, _, src_lengths, states = P.step_states()
+        memory, keys = self._memory_inputs(g)
+        emb = P.embed_target(tokens)
+        p = "decoder.attention"
+        if c.attention == "bahdanau":
+            query = states[f"h.{c.num_layers - 1}"]
+            v = g.op("reshape", P.w(f"{p}.Va.weight"), shape=(-1,), name=f"{p}.v")
+            context, weights = g.op("additive_attention", query, keys, memory, P.w(f"{p}.Wa.weight"), v, src_lengths,
+                                    outputs=2, name=p)
+            top, new = P.cell_stack(g.op("concat", emb, context, axis=-1, name="decoder.rnn_input"), states)
+            P.logits(top)
+        else:
+            top, new = P.cell_stack(emb, states)
+            attended, weights = self._luong(g, P, top, memory, keys, src_lengths, with_attention, step=True)
+            P.logits(attended)
+        if with_attention:
+            g.output(g.op("reshape", weights, shape=(0, -1)), name=ATTENTION)
+        P.output_next_states(new)
+        return g.build()
+
+    def _luong(self, g, P, h, memory, keys, src_lengths, with_weights: bool, *, step: bool):
+        """Luong attention of h ([B, Hd] or [B, T, Hd]) over the memory -> (h~ like h, weights
+        [B, 1, T, S] or None)."""
+        c = self.config
+        Hd, M = c.decoder_hidden, c.memory_dim
+        q = g.op("reshape", h, shape=(0, 1, -1, Hd), name="decoder.query")
+        k = g.op("reshape", keys, shape=(0, 1, -1, Hd), name="decoder.attention_keys")
+        v = g.op("reshape", memory, shape=(0, 1, -1, M), name="decoder.attention_values")
+        if with_weights:
+            ctx, weights = g.op("attention", q, k, v, src_lengths, scale=1.0, return_weights=True, outputs=2,
+                                name="decoder.attention")
+        else:
+            ctx, weights = g.op("attention", q, k, v, src_lengths, scale=1.0, name="decoder.attention"), None
+        ctx = g.op("reshape", ctx, shape=(0, M) if step else (0, -1, M), name="decoder.context")
+        parts = (ctx, h) if c.concat_order == "context_first" else (h, ctx)
+        cat = g.op("concat", *parts, axis=-1, name="decoder.concat_input")
+        bias = P.w("decoder.concat.bias") if c.concat_bias else None
+        return g.op("linear", cat, P.w("decoder.concat.weight"), bias, activation="tanh", name="decoder.concat"), weights
+
+    def build_decoder_full_graph(self):
+        """tgt_ids [B, T], src_lengths [B], memory, keys, init.h.{l} (init.c.{l}) -> logits [B, T, V]
+        (Luong only: teacher forcing in one pass)."""
+        c = self.config
+        if c.attention == "bahdanau":
+            raise ValueError("Bahdanau attention reads the previous decoder state: it has no full-sequence decoder graph")
+        g = GraphBuilder("decoder_full")
+        P = RNNPieces(g, c, self.weights)
+        tokens = g.input("tgt_ids", dtype="int", ndim=2)
+        src_lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
+        memory, keys = self._memory_inputs(g)
+        init = P.initial_state_inputs()
+        out = P.decoder_sequence(P.embed_target(tokens), init)
+        attended, _ = self._luong(g, P, out, memory, keys, src_lengths, False, step=False)
+        P.logits(attended)
+        return g.build()
+
+    def _build_graph(self, name: str):
+        if name == "decoder_full":
+            return self.build_decoder_full_graph()
+        return super()._build_graph(name)
+
+    def decoder_state_specs(self, batch: int, max_length: int) -> dict:
+        return state_specs(self.config, batch)
+
+    def logits(self, src_ids, tgt_ids, src_lengths=None):
+        """Teacher-forced logits [B, T, V]: ``out[:, t]`` scores the token following
+        ``tgt_ids[:, :t + 1]`` (Luong: one full-sequence pass; Bahdanau: step by step)."""
+        if self.config.attention == "bahdanau":
+            return self.logits_stepwise(src_ids, tgt_ids, src_lengths)
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        tgt_ids = check_ids("tgt_ids", tgt_ids)
+        if src_ids.shape[0] != tgt_ids.shape[0]:
+            raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
+        encoded = self.encode(src_ids, src_lengths)
+        ex = self.executor("decoder_full")
+        feeds = {"tgt_ids": tgt_ids, SRC_LENGTHS: src_lengths}
+        feeds.update({k: encoded[k] for k in ex.graph.inputs if k in encoded})
+        return ex.run(feeds)["logits"]
+
+
+__all__ = ["AttentionSeq2SeqConfig", "AttentionSeq2SeqModel"]

@@ -1,0 +1,299 @@
+"""The contract every seq2seq architecture implements (Transformer, RNN and attention RNN Seq2Seq).
+
+An architecture is a :class:`Seq2SeqModel` subclass with a :class:`~seqjit.models.config.ModelConfig`
+subclass, registered by name in :data:`seqjit.models.ARCHITECTURES`. It declares its weights
+(:meth:`Seq2SeqModel.weight_spec`) and builds two graphs from its config and weights; everything
+else (running, state handling, beam reordering, save/load) is shared and lives here.
+
+Encoder graph (``build_encoder_graph``), run once per source batch::
+
+    inputs   src_ids      int   [B, S]    source token ids (padding after each row's length)
+             src_lengths  int   [B]       valid tokens per row, in [0, S]
+    outputs  memory       float [B, S, E] the encoder's output (for inspection and tests)
+             <encoder state>              every other output: arrays with batch on axis 0 that the
+                                          decoder step reads and never changes (Transformer:
+                                          ``cross_k.{i}``/``cross_v.{i}`` [B, H, S, Dh] per decoder
+                                          layer, computed once per source)
+
+Decoder-step graph (``build_decoder_step_graph(with_attention)``), run once per generated token::
+
+    inputs   prev_tokens  int   [B]       the previous target token (``decoder_start_id`` at step 0)
+             step         int   []        0-based position of prev_tokens in the target sequence
+             src_lengths  int   [B]
+             <encoder state>              as output by the encoder graph (the names the step graph
+                                          declares as inputs; the others are not kept)
+             <decoder state>              ``decoder_state_specs(batch, max_length)``: name ->
+                                          TensorSpec, batch on axis 0, all zeros before step 0
+                                          (Transformer: ``self_k.{i}``/``self_v.{i}``
+                                          [B, H, max_length, Dh], the self-attention KV cache;
+                                          ``decoder_state_time_axes()`` may name an axis of which
+                                          only the first ``step`` entries are in use)
+    outputs  logits       float [B, V]    unnormalised next-token scores
+             attention    float [B, ..., S]  only when ``with_attention``: attention over the
+                                          source, source axis last (Transformer: [B, layers, H, S])
+             next.<name>                  for each decoder state name: the state after this step.
+                                          It may be the input array itself, updated in place (the
+                                          KV cache write); otherwise it is copied back into it.
+
+The step graph's shapes depend only on (B, S, max_length), so its plan is made once per decode and
+replayed for every token. Beam search reorders (or expands) the batch by taking rows on axis 0 of
+every state array: :meth:`DecoderState.reorder` does it for any architecture.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.errors import ModelFormatError, ShapeError
+from seqjit.graph.ops import TensorSpec
+
+#: names fixed by the contract
+SRC_IDS, SRC_LENGTHS, MEMORY = "src_ids", "src_lengths", "memory"
+PREV_TOKENS, STEP, LOGITS, ATTENTION = "prev_tokens", "step", "logits", "attention"
+NEXT = "next."
+
+
+class DecoderState:
+    """Per-decode state: encoder state (read-only), decoder state (advanced by every step), the
+    source lengths, the next step's position and the cache capacity ``max_length``."""
+
+    def __init__(self, encoder: dict, decoder: dict, src_lengths: np.ndarray, max_length: int,
+                 time_axes: dict | None = None):
+        self.encoder, self.decoder = encoder, decoder
+        self.src_lengths = src_lengths
+        self.max_length = int(max_length)
+        self.step = 0
+        #: decoder state name -> axis along which only the first ``step`` entries are in use (a KV
+        #: cache's time axis); reordering copies just that prefix
+        self.time_axes = dict(time_axes or {})
+
+    @property
+    def batch(self) -> int:
+        return int(self.src_lengths.shape[0])
+
+    def reorder(self, indices) -> None:
+        """Keep rows ``indices`` (int array [B']) of every state array, in that order: beam
+        reordering, or expanding each source to k beams with ``np.repeat(np.arange(B), k)``."""
+        idx = np.asarray(indices)
+        if idx.dtype.kind not in "iu" or idx.ndim != 1:
+            raise TypeError(f"indices must be a 1-D integer array, got {idx.dtype} with shape {list(idx.shape)}")
+        if idx.size and (idx.min() < 0 or idx.max() >= self.batch):
+            raise ValueError(f"indices must lie in [0, {self.batch}), got values from {idx.min()} to {idx.max()}")
+        same = idx.shape[0] == self.batch
+        for name, arr in self.decoder.items():
+            axis = self.time_axes.get(name)
+            used = (slice(None),) * axis + (slice(0, self.step),) if axis is not None else (Ellipsis,)
+            if same:
+                arr[used] = arr[used][idx]  # in place: keeps the arrays (and the decoder plan) the same
+            else:
+                new = np.zeros((idx.shape[0],) + arr.shape[1:], arr.dtype)
+                new[used] = arr[used][idx]
+                self.decoder[name] = new
+        self.encoder = {name: np.ascontiguousarray(arr[idx]) for name, arr in self.encoder.items()}
+        self.src_lengths = np.ascontiguousarray(self.src_lengths[idx])
+
+
+class Seq2SeqModel:
+    """Base of every architecture. Subclasses set ``arch`` and ``config_class`` and implement
+    :meth:`weight_spec`, :meth:`build_encoder_graph`, :meth:`build_decoder_step_graph` and
+    :meth:`decoder_state_specs` (see the module docstring for the graphs' contract)."""
+
+    arch: str = ""
+    config_class: type = None
+
+    def __init__(self, config, weights: dict, *, backend=None, source: str = "weights"):
+        if not isinstance(config, self.config_class):
+            raise TypeError(f"config must be a {self.config_class.__name__}, got {type(config).__name__}")
+        self.config = config
+        self.weights = check_weights(weights, self.weight_spec(config), source)
+        self.backend = backend
+        self._executors: dict = {}
+
+    # -- to implement --------------------------------------------------------------------------
+    @classmethod
+    def weight_spec(cls, config) -> dict:
+        """name -> TensorSpec of every weight the architecture needs for ``config``."""
+        raise NotImplementedError
+
+    def build_encoder_graph(self):
+        raise NotImplementedError
+
+    def build_decoder_step_graph(self, with_attention: bool = False):
+        raise NotImplementedError
+
+    def decoder_state_specs(self, batch: int, max_length: int) -> dict:
+        raise NotImplementedError
+
+    def decoder_state_time_axes(self) -> dict:
+        """Optional: decoder state name -> the axis of which only the first ``step`` entries are
+        used (a KV cache's time axis), so beam reordering copies only that prefix. Default: none."""
+        return {}
+
+    # -- special tokens --------------------------------------------------------------------------
+    @property
+    def pad_id(self) -> int:
+        return self.config.pad_id
+
+    @property
+    def eos_id(self) -> int:
+        return self.config.eos_id
+
+    @property
+    def decoder_start_id(self) -> int:
+        return self.config.decoder_start_id
+
+    @property
+    def source_vocab_size(self):
+        return getattr(self.config, "src_vocab_size", None)
+
+    @property
+    def target_vocab_size(self):
+        return getattr(self.config, "tgt_vocab_size", None)
+
+    # -- running ---------------------------------------------------------------------------------
+    def executor(self, name: str):
+        """The cached :class:`~seqjit.graph.Executor` of graph ``name`` ("encoder",
+        "decoder_step", "decoder_step+attention", or an architecture's own)."""
+        ex = self._executors.get(name)
+        if ex is None:
+            from seqjit.graph import Executor
+
+            ex = self._executors[name] = Executor(self._build_graph(name), backend=self.backend)
+        return ex
+
+    def _build_graph(self, name: str):
+        if name == "encoder":
+            return self.build_encoder_graph()
+        if name in ("decoder_step", "decoder_step+attention"):
+            return self.build_decoder_step_graph(with_attention=name.endswith("+attention"))
+        raise ValueError(f"{type(self).__name__} has no graph {name!r}")
+
+    def encode(self, src_ids, src_lengths=None) -> dict:
+        """Run the encoder graph; returns its outputs (``memory`` and the encoder state)."""
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        return self.executor("encoder").run({SRC_IDS: src_ids, SRC_LENGTHS: src_lengths})
+
+    def start(self, src_ids, src_lengths=None, *, max_length: int) -> DecoderState:
+        """Encode ``src_ids`` and return a fresh :class:`DecoderState` for at most ``max_length`` steps."""
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        return self.start_from(self.encode(src_ids, src_lengths), src_lengths, max_length)
+
+    def start_from(self, encoded: dict, src_lengths, max_length: int) -> DecoderState:
+        """A fresh :class:`DecoderState` from :meth:`encode`'s outputs, for at most ``max_length`` steps."""
+        src_lengths = np.ascontiguousarray(src_lengths, dtype=np.int64)
+        if int(max_length) != max_length or max_length < 1:
+            raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
+        needed = [n for n in self.executor("decoder_step").graph.inputs if n in encoded]
+        specs = self.decoder_state_specs(src_lengths.shape[0], int(max_length))
+        decoder = {name: np.zeros(s.shape, s.dtype) for name, s in specs.items()}
+        return DecoderState({n: encoded[n] for n in needed}, decoder, src_lengths, int(max_length),
+                            self.decoder_state_time_axes())
+
+    def step(self, state: DecoderState, prev_tokens, *, with_attention: bool = False, copy: bool = True):
+        """One decoder step: returns ``logits`` [B, V] (and ``attention`` when asked, as a pair);
+        advances ``state`` (its arrays are updated in place, ``state.step`` += 1)."""
+        tokens = np.asarray(prev_tokens)
+        if tokens.dtype.kind not in "iu" or tokens.shape != (state.batch,):
+            raise ValueError(f"prev_tokens must be an integer array of shape [{state.batch}], got {tokens.dtype} {list(tokens.shape)}")
+        if state.step >= state.max_length:
+            raise ValueError(f"the decoder state is full: step {state.step} reached max_length {state.max_length}")
+        feeds = {PREV_TOKENS: tokens.astype(np.int64, copy=False), STEP: np.array(state.step, np.int64),
+                 SRC_LENGTHS: state.src_lengths, **state.encoder, **state.decoder}
+        name = "decoder_step+attention" if with_attention else "decoder_step"
+        out = self.executor(name).run(feeds, copy=False)
+        for key, arr in state.decoder.items():
+            new = out[NEXT + key]
+            if new is not arr:
+                np.copyto(arr, new)
+        state.step += 1
+        logits = out[LOGITS].copy() if copy else out[LOGITS]
+        if with_attention:
+            return logits, out[ATTENTION].copy()
+        return logits
+
+    def logits_stepwise(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:
+        """Teacher-forced logits [B, T, V] through the decoder-step graph, one step per position:
+        ``out[:, t]`` scores the token following ``tgt_ids[:, :t + 1]``."""
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        tgt_ids = check_ids("tgt_ids", tgt_ids)
+        state = self.start(src_ids, src_lengths, max_length=tgt_ids.shape[1])
+        steps = [self.step(state, tgt_ids[:, t]) for t in range(tgt_ids.shape[1])]
+        return np.stack(steps, axis=1)
+
+    def logits(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:
+        """Teacher-forced logits [B, T, V]; architectures may override with a full-sequence graph."""
+        return self.logits_stepwise(src_ids, tgt_ids, src_lengths)
+
+    # -- persistence -----------------------------------------------------------------------------
+    def save(self, path) -> None:
+        """Write ``config.json`` and ``model.safetensors`` into directory ``path``."""
+        from seqjit.models.io import save_model
+
+        save_model(self, path)
+
+    def __repr__(self) -> str:
+        n = sum(int(np.prod(s.shape)) for s in self.weight_spec(self.config).values())
+        return f"{type(self).__name__}({n / 1e6:.2f}M parameters, {self.config})"
+
+
+def check_ids(name: str, ids) -> np.ndarray:
+    ids = np.asarray(ids)
+    if ids.dtype.kind not in "iu":
+        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+    if ids.ndim != 2 or ids.shape[1] == 0:
+        raise ValueError(f"{name} must have shape [B, L] with L >= 1, got {list(ids.shape)}")
+    return np.ascontiguousarray(ids, dtype=np.int64)
+
+
+def check_source(src_ids, src_lengths):
+    """``src_ids`` as int64 [B, S] and ``src_lengths`` as int64 [B] in [0, S] (default: all S)."""
+    src_ids = check_ids("src_ids", src_ids)
+    batch, length = src_ids.shape
+    if src_lengths is None:
+        return src_ids, np.full(batch, length, np.int64)
+    lengths = np.asarray(src_lengths)
+    if lengths.dtype.kind not in "iu":
+        raise TypeError(f"src_lengths must hold integers, got dtype {lengths.dtype}")
+    if lengths.shape != (batch,):
+        raise ValueError(f"src_lengths must have shape [{batch}] (one per src_ids row), got {list(lengths.shape)}")
+    if lengths.size and (lengths.min() < 0 or lengths.max() > length):
+        raise ValueError(f"src_lengths must lie in [0, {length}], got values from {lengths.min()} to {lengths.max()}")
+    return src_ids, np.ascontiguousarray(lengths, dtype=np.int64)
+
+
+def check_weights(weights: dict, spec: dict, source: str) -> dict:
+    """``weights`` checked against ``spec`` (name -> TensorSpec); one ModelFormatError lists every
+    missing, unexpected, misshapen or wrongly typed weight, naming ``source``."""
+    if not isinstance(weights, dict):
+        raise TypeError(f"weights must be a dict of name -> numpy.ndarray, got {type(weights).__name__}")
+    problems = []
+    missing = [n for n in spec if n not in weights]
+    unexpected = [n for n in weights if n not in spec]
+    if missing:
+        problems.append(f"missing weight(s): {_listing(missing)}")
+    if unexpected:
+        problems.append(f"unexpected weight(s): {_listing(unexpected)}")
+    checked = {}
+    for name, want in spec.items():
+        if name not in weights:
+            continue
+        arr = weights[name]
+        if not isinstance(arr, np.ndarray):
+            problems.append(f"{name} is a {type(arr).__name__}, not a numpy.ndarray")
+            continue
+        if tuple(arr.shape) != tuple(want.shape):
+            problems.append(f"{name} has shape {list(arr.shape)}, expected {list(want.shape)}")
+        elif arr.dtype != want.dtype:
+            problems.append(f"{name} has dtype {arr.dtype}, expected {np.dtype(want.dtype).name}")
+        else:
+            checked[name] = np.ascontiguousarray(arr)
+    if problems:
+        raise ModelFormatError(f"{source}: " + "; ".join(problems))
+    return checked
+
+
+def _listing(names: list, limit: int = 8) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" ... and {len(names) - limit} more" if len(names) > limit else "")
+
+
+__all__ = ["Seq2SeqModel", "DecoderState", "TensorSpec", "check_source", "check_ids", "check_weights", "ShapeError"]

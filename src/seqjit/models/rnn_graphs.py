@@ -1,0 +1,134 @@
+"""Graph pieces shared by the RNN architectures (weights and sizes: :mod:`seqjit.models.rnn_common`).
+
+Shapes: B batch, S source length, T target length, H encoder hidden per direction, D directions,
+L layers, Hd decoder hidden, Et target embedding dim, V target vocabulary.
+"""
+from __future__ import annotations
+
+from seqjit.graph import GraphBuilder
+from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
+from seqjit.models.rnn_common import RNNConfig, rnn_keys, state_names
+
+
+class RNNPieces:
+    """Builds the shared parts of the encoder, decoder-step and full-sequence decoder graphs."""
+
+    def __init__(self, g: GraphBuilder, config: RNNConfig, weights: dict):
+        self.g, self.c, self.weights = g, config, weights
+
+    def w(self, name: str) -> str:
+        return self.g.constant(name, self.weights[name])
+
+    # -- encoder -----------------------------------------------------------------------------------
+    def rnn(self, x, prefix: str, directions: int, *, h0=None, c0=None, lengths=None, name: str):
+        """A batch-first ``nn.GRU``/``nn.LSTM`` over ``x`` [B, T, I]: returns ``(output [B, T, D*H],
+        h_n [L*D, B, H], c_n or None)``."""
+        keys = rnn_keys(self.c.num_layers, directions)
+        weights = [self.w(f"{prefix}.{k}") for k in keys]
+        if self.c.cell == "gru":
+            out, h_n = self.g.op("gru", x, h0, lengths, *weights, keys=tuple(keys), batch_first=True, outputs=2, name=name)
+            return out, h_n, None
+        return (*self.g.op("lstm", x, h0, c0, lengths, *weights, keys=tuple(keys), batch_first=True, outputs=3,
+                           name=name),)
+
+    def encoder(self):
+        """src_ids [B, S], src_lengths [B] -> (output [B, S, D*H], initial decoder states: lists of
+        L values [B, Hd] for h and (LSTM) c)."""
+        g, c = self.g, self.c
+        ids = g.input(SRC_IDS, dtype="int", ndim=2)
+        lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
+        x = g.op("embedding", ids, self.w("encoder.embedding.weight"), name="encoder.embed")
+        out, h_n, c_n = self.rnn(x, "encoder.rnn", c.directions, lengths=lengths, name="encoder.rnn")
+        hs = self.bridge(h_n, "h", "bridge")
+        cs = self.bridge(c_n, "c", "bridge_c") if c_n is not None else []
+        return out, hs, cs
+
+    def bridge(self, state, kind: str, prefix: str) -> list:
+        """Final states [L*D, B, H] -> the decoder's initial state per layer [B, Hd]."""
+        g, c = self.g, self.c
+        H, D = c.hidden_size, c.directions
+        rows = g.op("transpose", state, axes=(1, 0, 2), name=f"encoder.final_{kind}")  # [B, L*D, H]
+        flat = g.op("reshape", rows, shape=(0, -1))  # [B, L*D*H]
+        layers = []
+        for l in range(c.num_layers):
+            if D == 1:
+                layers.append(g.op("slice_last", flat, start=l * H, stop=(l + 1) * H))
+                continue
+            both = g.op("slice_last", flat, start=2 * l * H, stop=(2 * l + 2) * H)  # [h_fwd; h_bwd]
+            if c.bridge == "concat":
+                layers.append(both)
+            elif c.bridge == "linear":
+                layers.append(g.op("linear", both, self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias"),
+                                   activation=c.bridge_activation, name=f"{prefix}.{l}"))
+            else:
+                fwd = g.op("slice_last", both, start=0, stop=H)
+                bwd = g.op("slice_last", both, start=H, stop=2 * H)
+                layers.append(g.op("add", fwd, bwd, name=f"bridge.{kind}.{l}"))
+        return layers
+
+    def output_initial_states(self, hs: list, cs: list) -> None:
+        for kind, values in (("h", hs), ("c", cs)):
+            for l, value in enumerate(values):
+                self.g.output(value, name=f"init.{kind}.{l}")
+
+    # -- decoder -----------------------------------------------------------------------------------
+    def initial_state_inputs(self) -> dict:
+        """Graph inputs ``init.h.{l}`` (``init.c.{l}``) [B, Hd]; name -> value."""
+        return {f"init.{n}": self.g.input(f"init.{n}", dtype="float", ndim=2) for n in state_names(self.c)}
+
+    def embed_target(self, ids):
+        """Target token embedding ([B] -> [B, Et] or [B, T] -> [B, T, Et]), then the optional ReLU."""
+        x = self.g.op("embedding", ids, self.w("decoder.embedding.weight"), name="decoder.embed")
+        if self.c.decoder_input_activation == "relu":
+            x = self.g.op("relu", x, name="decoder.embed_relu")
+        return x
+
+    def step_states(self):
+        """Step-graph inputs: ``(prev_tokens, step, src_lengths, states)`` where ``states`` maps each
+        decoder state name to its value for this step (the encoder's ``init.*`` at step 0)."""
+        g = self.g
+        tokens = g.input(PREV_TOKENS, dtype="int", ndim=1)
+        step = g.input(STEP, dtype="int", ndim=0)
+        src_lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
+        init = self.initial_state_inputs()
+        states = {}
+        for n in state_names(self.c):
+            current = g.input(n, dtype="float", ndim=2)
+            states[n] = g.op("select_first_step", step, init[f"init.{n}"], current, name=f"decoder.prev_{n}")
+        return tokens, step, src_lengths, states
+
+    def cell_stack(self, x, states: dict):
+        """One decoder step through the L cells: x [B, I] -> (top hidden [B, Hd], new states by name)."""
+        g, c = self.g, self.c
+        new = {}
+        for l in range(c.num_layers):
+            p, sfx = "decoder.rnn", f"_l{l}"
+            ws = [self.w(f"{p}.{k}{sfx}") for k in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")]
+            if c.cell == "gru":
+                x = new[f"h.{l}"] = g.op("gru_cell", x, states[f"h.{l}"], *ws, name=f"decoder.cell{l}")
+            else:
+                x, new[f"c.{l}"] = g.op("lstm_cell", x, states[f"h.{l}"], states[f"c.{l}"], *ws, outputs=2,
+                                        name=f"decoder.cell{l}")
+                new[f"h.{l}"] = x
+        return x, new
+
+    def output_next_states(self, new: dict) -> None:
+        for n in state_names(self.c):
+            self.g.output(new[n], name=NEXT + n)
+
+    def decoder_sequence(self, x, init: dict):
+        """Teacher forcing: the decoder RNN over x [B, T, I] from the initial states -> [B, T, Hd]."""
+        g, c = self.g, self.c
+        stacked = {kind: g.op("stack", *[init[f"init.{kind}.{l}"] for l in range(c.num_layers)], axis=0,
+                              name=f"decoder.{kind}0")
+                   for kind in (("h", "c") if c.cell == "lstm" else ("h",))}
+        out, _, _ = self.rnn(x, "decoder.rnn", 1, h0=stacked["h"], c0=stacked.get("c"), name="decoder.rnn")
+        return out
+
+    def logits(self, h) -> str:
+        """The output projection of h [..., Ho] -> [..., V] (log-probabilities when configured)."""
+        g = self.g
+        y = g.op("linear", h, self.w("decoder.out.weight"), self.w("decoder.out.bias"), name="decoder.out")
+        if self.c.output_log_softmax:
+            y = g.op("log_softmax", y, name="decoder.log_softmax")
+        return g.output(y, name=LOGITS)

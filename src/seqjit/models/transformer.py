@@ -1,0 +1,194 @@
+"""The Transformer encoder-decoder (Vaswani et al.; Marian/BART-style options).
+
+Config (:class:`TransformerConfig`): sizes, ``activation`` (relu, gelu, gelu_tanh, silu),
+``norm_first`` (pre-norm) or post-norm, token embeddings times sqrt(d_model) when
+``scale_embedding``, ``positions`` ("sinusoidal" in the "interleaved" or "halves" (Marian) layout,
+"learned" with ``position_offset`` (BART: 2), or "none"), optional ``layernorm_embedding``, optional
+final layer norms (``encoder_final_norm``, ``decoder_final_norm``), encoder/decoder token
+embeddings shared or not, output projection tied to the decoder embedding or not, and an optional
+``final_logits_bias``.
+
+Weights (names follow Hugging Face BART/Marian), E = d_model, F = ffn dim::
+
+    shared.weight [V, E]                    (share_embeddings) or
+    encoder.embed_tokens.weight [Vs, E], decoder.embed_tokens.weight [Vt, E]
+    {encoder,decoder}.embed_positions.weight [max_positions + position_offset, E]   (learned)
+    {encoder,decoder}.layernorm_embedding.{weight,bias} [E]                          (layernorm_embedding)
+    encoder.layers.{i}.self_attn.{q,k,v,out}_proj.{weight [E, E], bias [E]}
+    encoder.layers.{i}.{self_attn_layer_norm,final_layer_norm}.{weight,bias} [E]
+    encoder.layers.{i}.fc1.{weight [F, E], bias [F]}, .fc2.{weight [E, F], bias [E]}
+    decoder.layers.{i}.{self_attn,encoder_attn}.{q,k,v,out}_proj.*, fc1.*, fc2.*,
+    decoder.layers.{i}.{self_attn_layer_norm,encoder_attn_layer_norm,final_layer_norm}.*
+    {encoder,decoder}.layer_norm.{weight,bias} [E]                                   (final norms)
+    lm_head.weight [Vt, E]                  (unless tie_output)
+    final_logits_bias [Vt]                  (final_logits_bias)
+
+Graphs: see :mod:`seqjit.models.transformer_graphs`; the decoder-step contract is in
+:mod:`seqjit.models.base`. :meth:`TransformerModel.logits` runs teacher forcing through a
+full-sequence (causal) decoder graph; :meth:`~seqjit.models.base.Seq2SeqModel.logits_stepwise`
+runs the same through the decoder-step graph.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from seqjit.errors import ConfigError
+from seqjit.graph.ops import TensorSpec
+from seqjit.models import transformer_graphs as graphs
+from seqjit.models.base import SRC_LENGTHS, Seq2SeqModel, check_ids, check_source
+from seqjit.models.config import ModelConfig, choice, positive
+
+
+@dataclass
+class TransformerConfig(ModelConfig):
+    arch = "transformer"
+
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int
+    encoder_layers: int
+    decoder_layers: int
+    encoder_heads: int
+    decoder_heads: int
+    encoder_ffn_dim: int
+    decoder_ffn_dim: int
+    activation: str = choice("relu", ("relu", "gelu", "gelu_tanh", "silu"))
+    norm_first: bool = False
+    layer_norm_eps: float = 1e-5
+    scale_embedding: bool = False
+    positions: str = choice("sinusoidal", ("sinusoidal", "learned", "none"))
+    position_layout: str = choice("interleaved", ("interleaved", "halves"))
+    max_positions: int = 1024
+    position_offset: int = 0
+    layernorm_embedding: bool = False
+    encoder_final_norm: bool = False
+    decoder_final_norm: bool = False
+    share_embeddings: bool = False
+    tie_output: bool = True
+    final_logits_bias: bool = False
+    pad_id: int = 0
+    decoder_start_id: int = 1
+    eos_id: int = 2
+    dtype: str = choice("float32", ("float32", "float64"))
+
+    def validate(self, where: str = "config") -> None:
+        positive(where, src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size, d_model=self.d_model,
+                 encoder_layers=self.encoder_layers, decoder_layers=self.decoder_layers,
+                 encoder_heads=self.encoder_heads, decoder_heads=self.decoder_heads,
+                 encoder_ffn_dim=self.encoder_ffn_dim, decoder_ffn_dim=self.decoder_ffn_dim,
+                 max_positions=self.max_positions)
+        for side in ("encoder", "decoder"):
+            heads = getattr(self, f"{side}_heads")
+            if self.d_model % heads:
+                raise ConfigError(f"{where}: d_model {self.d_model} must be divisible by {side}_heads {heads}")
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ConfigError(f"{where}: sinusoidal positions need an even d_model, got {self.d_model}")
+        if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ConfigError(f"{where}: share_embeddings needs src_vocab_size == tgt_vocab_size, "
+                              f"got {self.src_vocab_size} and {self.tgt_vocab_size}")
+        if self.position_offset < 0:
+            raise ConfigError(f"{where}: position_offset must be >= 0, got {self.position_offset}")
+        if not self.layer_norm_eps > 0:
+            raise ConfigError(f"{where}: layer_norm_eps must be positive, got {self.layer_norm_eps}")
+        for key in ("pad_id", "decoder_start_id", "eos_id"):
+            value = getattr(self, key)
+            if not 0 <= value < self.tgt_vocab_size:
+                raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
+
+
+class TransformerModel(Seq2SeqModel):
+    """See the module docstring. Build with ``TransformerModel(config, weights)``,
+    :func:`seqjit.convert.from_torch`, :func:`seqjit.convert.from_hf` or :func:`seqjit.load`."""
+
+    arch = "transformer"
+    config_class = TransformerConfig
+
+    @classmethod
+    def weight_spec(cls, config: TransformerConfig) -> dict:
+        c = config
+        dt = np.dtype(c.dtype)
+        E = c.d_model
+        spec: dict = {}
+
+        def add(name, *shape):
+            spec[name] = TensorSpec(tuple(shape), dt)
+
+        def norm(prefix):
+            add(prefix + ".weight", E)
+            add(prefix + ".bias", E)
+
+        def attention(prefix):
+            for n in ("q", "k", "v", "out"):
+                add(f"{prefix}.{n}_proj.weight", E, E)
+                add(f"{prefix}.{n}_proj.bias", E)
+
+        if c.share_embeddings:
+            add("shared.weight", c.src_vocab_size, E)
+        else:
+            add("encoder.embed_tokens.weight", c.src_vocab_size, E)
+            add("decoder.embed_tokens.weight", c.tgt_vocab_size, E)
+        for side in ("encoder", "decoder"):
+            if c.positions == "learned":
+                add(f"{side}.embed_positions.weight", c.max_positions + c.position_offset, E)
+            if c.layernorm_embedding:
+                norm(f"{side}.layernorm_embedding")
+            ffn = getattr(c, f"{side}_ffn_dim")
+            for i in range(getattr(c, f"{side}_layers")):
+                p = f"{side}.layers.{i}"
+                attention(f"{p}.self_attn")
+                norm(f"{p}.self_attn_layer_norm")
+                if side == "decoder":
+                    attention(f"{p}.encoder_attn")
+                    norm(f"{p}.encoder_attn_layer_norm")
+                add(f"{p}.fc1.weight", ffn, E)
+                add(f"{p}.fc1.bias", ffn)
+                add(f"{p}.fc2.weight", E, ffn)
+                add(f"{p}.fc2.bias", E)
+                norm(f"{p}.final_layer_norm")
+            if getattr(c, f"{side}_final_norm"):
+                norm(f"{side}.layer_norm")
+        if not c.tie_output:
+            add("lm_head.weight", c.tgt_vocab_size, E)
+        if c.final_logits_bias:
+            add("final_logits_bias", c.tgt_vocab_size)
+        return spec
+
+    def build_encoder_graph(self):
+        return graphs.build_encoder(self.config, self.weights)
+
+    def build_decoder_step_graph(self, with_attention: bool = False):
+        return graphs.build_decoder_step(self.config, self.weights, with_attention)
+
+    def build_decoder_full_graph(self):
+        return graphs.build_decoder_full(self.config, self.weights)
+
+    def _build_graph(self, name: str):
+        if name == "decoder_full":
+            return self.build_decoder_full_graph()
+        return super()._build_graph(name)
+
+    def decoder_state_specs(self, batch: int, max_length: int) -> dict:
+        shape = graphs.state_shape(self.config, batch, max_length)
+        dt = np.dtype(self.config.dtype)
+        specs = {}
+        for i in range(self.config.decoder_layers):
+            specs[f"self_k.{i}"] = TensorSpec(shape, dt)
+            specs[f"self_v.{i}"] = TensorSpec(shape, dt)
+        return specs
+
+    def decoder_state_time_axes(self) -> dict:
+        return {f"self_{kv}.{i}": 2 for i in range(self.config.decoder_layers) for kv in "kv"}
+
+    def logits(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:
+        """Teacher-forced logits [B, T, V] in one pass of the full-sequence decoder graph:
+        ``out[:, t]`` scores the token following ``tgt_ids[:, :t + 1]``."""
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        tgt_ids = check_ids("tgt_ids", tgt_ids)
+        if src_ids.shape[0] != tgt_ids.shape[0]:
+            raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
+        encoded = self.encode(src_ids, src_lengths)
+        feeds = {"tgt_ids": tgt_ids, SRC_LENGTHS: src_lengths}
+        feeds.update({k: v for k, v in encoded.items() if k.startswith("cross_")})
+        return self.executor("decoder_full").run(feeds)["logits"]

@@ -1,0 +1,225 @@
+"""Graph builders of the Transformer encoder-decoder: encoder, decoder step, full-sequence decoder.
+
+Shapes: B batch, S source length, T target length, E d_model, H heads, Dh = E / H, V vocabulary,
+M the decoder state's max_length. Weight names are those of
+:meth:`seqjit.models.transformer.TransformerModel.weight_spec`. The builders emit separate
+``linear`` and activation nodes and one ``linear`` per projection; the executor's passes fuse the
+activations and merge Q/K/V (and every layer's cross-attention K/V) into single GEMMs.
+"""
+from __future__ import annotations
+
+import math
+
+from seqjit.graph import GraphBuilder
+from seqjit.models.base import ATTENTION, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
+
+_ACTIVATION_OPS = {"relu": ("relu", {}), "gelu": ("gelu", {}), "gelu_tanh": ("gelu", {"approximate": "tanh"}),
+                   "silu": ("silu", {})}
+
+
+class _Layers:
+    """Shared pieces: weights as graph constants, projections, norms, residual blocks, FFN."""
+
+    def __init__(self, g: GraphBuilder, config, weights: dict):
+        self.g, self.c, self.weights = g, config, weights
+
+    def w(self, name: str) -> str:
+        return self.g.constant(name, self.weights[name])
+
+    def linear(self, x, prefix, bias=True):
+        return self.g.op("linear", x, self.w(prefix + ".weight"), self.w(prefix + ".bias") if bias else None,
+                         name=prefix)
+
+    def norm(self, x, prefix):
+        return self.g.op("layer_norm", x, self.w(prefix + ".weight"), self.w(prefix + ".bias"),
+                         eps=self.c.layer_norm_eps, name=prefix)
+
+    def residual(self, x, norm_prefix, body):
+        """Pre-norm: ``x + body(norm(x))``; post-norm: ``norm(x + body(x))``."""
+        if self.c.norm_first:
+            return self.g.op("add", x, body(self.norm(x, norm_prefix)))
+        return self.norm(self.g.op("add", x, body(x)), norm_prefix)
+
+    def ffn(self, prefix):
+        op, attrs = _ACTIVATION_OPS[self.c.activation]
+
+        def body(h):
+            return self.linear(self.g.op(op, self.linear(h, prefix + ".fc1"), **attrs), prefix + ".fc2")
+
+        return body
+
+    def embed(self, side: str, ids, positions):
+        """Token embedding (times sqrt(E) when scale_embedding) plus positions, then the optional
+        embedding layer norm. ``positions``: a value broadcastable to the embeddings, or None."""
+        c = self.c
+        table = self.w("shared.weight" if c.share_embeddings else f"{side}.embed_tokens.weight")
+        scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
+        args = (ids, table) if positions is None else (ids, table, positions)
+        x = self.g.op("embedding", *args, scale=scale, name=f"{side}.embed")
+        if c.layernorm_embedding:
+            x = self.norm(x, f"{side}.layernorm_embedding")
+        return x
+
+    def position_table(self, side: str):
+        c = self.c
+        if c.positions == "learned":
+            return self.w(f"{side}.embed_positions.weight")
+        if c.positions == "sinusoidal":
+            return self.g.op("sinusoidal_positions", length=c.max_positions, dim=c.d_model,
+                             layout=c.position_layout, dtype=c.dtype, name=f"{side}.sinusoidal_positions")
+        return None
+
+    def output_weight(self):
+        c = self.c
+        if not c.tie_output:
+            return self.w("lm_head.weight")
+        return self.w("shared.weight" if c.share_embeddings else "decoder.embed_tokens.weight")
+
+    def logits(self, h):
+        bias = self.w("final_logits_bias") if self.c.final_logits_bias else None
+        return self.g.op("linear", h, self.output_weight(), bias, name="lm_head")
+
+    @property
+    def offset(self) -> int:
+        return self.c.position_offset if self.c.positions == "learned" else 0
+
+
+def build_encoder(config, weights: dict):
+    """src_ids [B, S], src_lengths [B] -> memory [B, S, E], cross_k.{i} / cross_v.{i} [B, H, S, Dh]."""
+    c = config
+    g = GraphBuilder("encoder")
+    L = _Layers(g, c, weights)
+    ids = g.input(SRC_IDS, dtype="int", ndim=2)
+    lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
+    table = L.position_table("encoder")
+    positions = None if table is None else g.op("position_rows", table, ids, offset=L.offset)
+    x = L.embed("encoder", ids, positions)
+    heads = c.encoder_heads
+    for i in range(c.encoder_layers):
+        p = f"encoder.layers.{i}"
+
+        def self_attention(h, p=p):
+            q, k, v = (g.op("split_heads", L.linear(h, f"{p}.self_attn.{n}_proj"), heads=heads) for n in "qkv")
+            o = g.op("attention", q, k, v, lengths, name=f"{p}.self_attn")
+            return L.linear(g.op("merge_heads", o), f"{p}.self_attn.out_proj")
+
+        with g.scope(p):
+            x = L.residual(x, f"{p}.self_attn_layer_norm", self_attention)
+            x = L.residual(x, f"{p}.final_layer_norm", L.ffn(p))
+    if c.encoder_final_norm:
+        x = L.norm(x, "encoder.layer_norm")
+    g.output(x, name=MEMORY)
+    for i in range(c.decoder_layers):
+        for n in "kv":
+            proj = L.linear(x, f"decoder.layers.{i}.encoder_attn.{n}_proj")
+            g.output(g.op("split_heads", proj, heads=c.decoder_heads), name=f"cross_{n}.{i}")
+    return g.build()
+
+
+def _decoder_layers(g, L, x, step_inputs, src_lengths, with_attention):
+    """The decoder stack on ``x`` ([B, E] for a step, [B, T, E] for a full sequence).
+
+    ``step_inputs``: None for the full sequence (causal self-attention over ``x``), or
+    ``(step, caches)`` with ``caches[i] = (k_cache, v_cache)`` inputs: the step writes its K/V at
+    position ``step`` and attends over the first ``step + 1`` cache entries. Returns ``(x, weights,
+    new_caches)``.
+    """
+    c = L.c
+    heads = c.decoder_heads
+    weights, new_caches = [], []
+    self_lengths = None
+    if step_inputs is not None:
+        step, caches = step_inputs
+        self_lengths = g.op("step_lengths", step, src_lengths, name="self_lengths")
+    squeeze = step_inputs is not None
+    for i in range(c.decoder_layers):
+        p = f"decoder.layers.{i}"
+
+        def self_attention(h, p=p, i=i):
+            q, k, v = (L.linear(h, f"{p}.self_attn.{n}_proj") for n in "qkv")
+            q = g.op("split_heads", q, heads=heads)
+            if step_inputs is None:
+                k, v = g.op("split_heads", k, heads=heads), g.op("split_heads", v, heads=heads)
+                o = g.op("attention", q, k, v, causal=True, name=f"{p}.self_attn")
+            else:
+                k = g.op("kv_write", caches[i][0], k, step, name=f"{p}.self_attn.k_cache")
+                v = g.op("kv_write", caches[i][1], v, step, name=f"{p}.self_attn.v_cache")
+                new_caches.append((k, v))
+                o = g.op("attention", q, k, v, self_lengths, name=f"{p}.self_attn")
+            return L.linear(g.op("merge_heads", o, squeeze_length=squeeze), f"{p}.self_attn.out_proj")
+
+        def cross_attention(h, p=p, i=i):
+            q = g.op("split_heads", L.linear(h, f"{p}.encoder_attn.q_proj"), heads=heads)
+            k, v = f"cross_k.{i}", f"cross_v.{i}"
+            if with_attention:
+                o, w = g.op("attention", q, k, v, src_lengths, return_weights=True, outputs=2, name=f"{p}.encoder_attn")
+                weights.append(w)
+            else:
+                o = g.op("attention", q, k, v, src_lengths, name=f"{p}.encoder_attn")
+            return L.linear(g.op("merge_heads", o, squeeze_length=squeeze), f"{p}.encoder_attn.out_proj")
+
+        with g.scope(p):
+            x = L.residual(x, f"{p}.self_attn_layer_norm", self_attention)
+            x = L.residual(x, f"{p}.encoder_attn_layer_norm", cross_attention)
+            x = L.residual(x, f"{p}.final_layer_norm", L.ffn(p))
+    if c.decoder_final_norm:
+        x = L.norm(x, "decoder.layer_norm")
+    return x, weights, new_caches
+
+
+def _cross_inputs(g, c):
+    for i in range(c.decoder_layers):
+        g.input(f"cross_k.{i}", dtype="float", ndim=4)
+        g.input(f"cross_v.{i}", dtype="float", ndim=4)
+
+
+def build_decoder_step(config, weights: dict, with_attention: bool = False):
+    """prev_tokens [B], step [], src_lengths [B], cross_k/v.{i} [B, H, S, Dh], self_k/v.{i}
+    [B, H, M, Dh] -> logits [B, V], (attention [B, layers, H, S]), next.self_k/v.{i} (the caches,
+    updated in place at position ``step``)."""
+    c = config
+    g = GraphBuilder("decoder_step" + ("+attention" if with_attention else ""))
+    L = _Layers(g, c, weights)
+    tokens = g.input(PREV_TOKENS, dtype="int", ndim=1)
+    step = g.input(STEP, dtype="int", ndim=0)
+    src_lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
+    _cross_inputs(g, c)
+    caches = [(g.input(f"self_k.{i}", dtype="float", ndim=4), g.input(f"self_v.{i}", dtype="float", ndim=4))
+              for i in range(c.decoder_layers)]
+    table = L.position_table("decoder")
+    position = None if table is None else g.op("position_at", table, step, offset=L.offset)  # [1, E]
+    ids = g.op("reshape", tokens, shape=(0, 1))  # [B, 1]: positions run along the last ids axis
+    x = g.op("reshape", L.embed("decoder", ids, position), shape=(0, -1))  # [B, E]
+    x, weights_, new_caches = _decoder_layers(g, L, x, (step, caches), src_lengths, with_attention)
+    g.output(L.logits(x), name=LOGITS)
+    if with_attention:
+        stacked = g.op("stack", *weights_, axis=1)  # [B, layers, H, 1, S]
+        g.output(g.op("reshape", stacked, shape=(0, 0, 0, -1)), name=ATTENTION)
+    for i, (k, v) in enumerate(new_caches):
+        g.output(k, name=f"{NEXT}self_k.{i}")
+        g.output(v, name=f"{NEXT}self_v.{i}")
+    return g.build()
+
+
+def build_decoder_full(config, weights: dict):
+    """tgt_ids [B, T], src_lengths [B], cross_k/v.{i} -> logits [B, T, V] (causal self-attention:
+    teacher forcing in one pass)."""
+    c = config
+    g = GraphBuilder("decoder_full")
+    L = _Layers(g, c, weights)
+    tokens = g.input("tgt_ids", dtype="int", ndim=2)
+    src_lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
+    _cross_inputs(g, c)
+    table = L.position_table("decoder")
+    positions = None if table is None else g.op("position_rows", table, tokens, offset=L.offset)
+    x = L.embed("decoder", tokens, positions)
+    x, _, _ = _decoder_layers(g, L, x, None, src_lengths, False)
+    g.output(L.logits(x), name=LOGITS)
+    return g.build()
+
+
+def state_shape(config, batch: int, max_length: int) -> tuple:
+    """Shape of one self-attention cache: [B, H, M, Dh]."""
+    h = config.decoder_heads
+    return (batch, h, max_length, config.d_model // h)
+
