@@ -12,7 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 
-class CudaUnavailable(RuntimeError):
+from seqjit.kernels import KernelUnavailable
+
+
+class CudaUnavailable(KernelUnavailable):
     """The cuda backend was asked for but no usable GPU (or simulator) is present."""
 
 

@@ -11,7 +11,8 @@ Accuracy (float32, checked in tests/kernels/test_activations.py against float64 
 - ``tanh_f32``: Cephes ``tanhf`` (odd polynomial for ``|x| < 0.625``), about 2 ulp;
 - ``erf_f32``: Cephes ``erff`` odd polynomial for ``|x| < 1`` (about 1 ulp), Abramowitz & Stegun
   7.1.26 above (absolute error below 1.5e-7, what PyTorch's vectorised CPU erf uses everywhere);
-- ``sigmoid_f32``: ``1 / (1 + exp(-x))``.
+- ``sigmoid_f32``: ``1 / (1 + exp(-x))``;
+- ``fmax``: LLVM ``maxnum`` (any float type), for max reductions that vectorise.
 
 Every constant is a ``np.float32`` global so Numba keeps the arithmetic in float32. The functions are
 inlined into the calling loop at the Numba IR level (LLVM does not inline Numba-to-Numba calls far
@@ -68,6 +69,24 @@ def _bits_to_f32(typingctx, bits):
         return builder.bitcast(args[0], ir.FloatType())
 
     return types.float32(types.int32), codegen
+
+
+@intrinsic
+def fmax(typingctx, a, b):
+    """max(a, b) for two floats of one type, as LLVM's ``maxnum`` (a NaN operand is ignored).
+
+    A loop reducing with it vectorises; Numba's ``max``/``np.maximum`` keep NaN checks that stop
+    the vectoriser.
+    """
+    if not (isinstance(a, types.Float) and a == b):
+        return None
+
+    def codegen(context, builder, signature, args):
+        ty = args[0].type
+        fn = builder.module.declare_intrinsic("llvm.maxnum", [ty], ir.FunctionType(ty, [ty, ty]))
+        return builder.call(fn, args)
+
+    return a(a, b), codegen
 
 
 @njit(inline="always", fastmath=_FASTMATH, error_model="numpy")

@@ -5,6 +5,8 @@ shared with :mod:`seqjit.kernels.linear`, which fuses them into its GEMM epilogu
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from seqjit.kernels import _checks
@@ -45,7 +47,7 @@ def prepare(x, out, *, device: bool = False):
     """
     x = _checks.float_array("x", x)
     shape = tuple(x.shape)
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if device:
         return x.reshape(n), None, shape
     result = _checks.out_array("out", out, shape, x.dtype)

@@ -13,7 +13,7 @@ import math
 import numpy as np
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
-from libc.stdlib cimport free, malloc
+from libc.math cimport INFINITY
 from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from seqjit.kernels._threads import get_num_threads
@@ -28,7 +28,12 @@ cdef extern from *:
 
     /* 2**x for x <= 0, float32: n = round(x) by the 1.5 * 2**23 trick, f = x - n in [-0.5, 0.5],
        Cephes' degree-6 polynomial (< 1 ulp), 2**n from the exponent bits; clamped below at -125. */
-    static inline __attribute__((always_inline)) float sj_exp2f(float x) {
+    #if defined(__GNUC__) || defined(__clang__)
+    #define SJ_INLINE static inline __attribute__((always_inline))
+    #else
+    #define SJ_INLINE static inline
+    #endif
+    SJ_INLINE float sj_exp2f(float x) {
         const float magic = 12582912.0f;
         x = x < -125.0f ? -125.0f : x;
         float t = x + magic;
@@ -191,7 +196,7 @@ cdef void _block_task(real* q, real* k, real* v, const int64_t* lengths, bint ca
     first = _visible(lengths, b, i0, causal, offset)  # narrowest row
     for r in range(m):
         nvis[r] = _visible(lengths, b, i0 + r, causal, offset)
-        mrow[r] = -one / zero  # -inf: no key seen yet
+        mrow[r] = -INFINITY  # no key seen yet
         lrow[r] = 0
         for d in range(D):
             qsT[d * m + r] = qt[r * D + d] * qscale

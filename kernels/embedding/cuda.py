@@ -55,7 +55,7 @@ def embedding(ids, table, *, scale=1.0, positions=None, out=None):
     host_ids = ids.copy_to_host() if _cuda.is_device_array(ids) else None
     ids1, table, scale, positions, _, shape = spec.prepare(ids, table, scale, positions, out, device=True, host_ids=host_ids)
     _cuda.require_float32("table", table)
-    n, d = int(np.prod(shape[:-1], dtype=np.int64)), shape[-1]
+    n, d = math.prod(shape[:-1]), shape[-1]
     dout = _cuda.device_out("out", out, shape, table.dtype)
     if n and d:
         dpos = _cuda.to_device(positions if positions is not None else _DUMMY)

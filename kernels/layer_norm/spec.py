@@ -6,6 +6,8 @@ the last axis of ``x`` (``[..., D]``), as ``torch.nn.functional.layer_norm(x, (D
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from seqjit.kernels import _checks
@@ -23,7 +25,7 @@ def prepare(x, weight, bias, eps, out, *, device: bool = False):
         raise ValueError("x must have at least 1 dimension ([..., D]), got a scalar")
     shape = tuple(x.shape)
     d = shape[-1]
-    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    rows = math.prod(shape[:-1])
     params = {}
     for name, p in (("weight", weight), ("bias", bias)):
         if p is not None:

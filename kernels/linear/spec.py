@@ -9,6 +9,8 @@
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from seqjit.kernels import _checks
@@ -45,7 +47,7 @@ def prepare(x, weight, bias, activation, weight_layout, out, *, device: bool = F
         _checks.check_shape("bias", bias, (n,), what="one value per output feature")
         _checks.same_dtype(np.dtype(x.dtype), bias=bias)
     shape = tuple(x.shape[:-1]) + (n,)
-    m = int(np.prod(x.shape[:-1], dtype=np.int64))
+    m = math.prod(x.shape[:-1])
     if device:
         return x.reshape(m, k), weight, bias, code, out_in, None, shape
     result = _checks.out_array("out", out, shape, x.dtype)

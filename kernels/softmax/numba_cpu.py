@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from seqjit.kernels._vecmath import vexp
+from seqjit.kernels._vecmath import fmax, vexp
 
 from . import spec
 
@@ -23,20 +23,21 @@ _PARALLEL_MIN = 1 << 15
 @njit(cache=True, fastmath=_FASTMATH, error_model="numpy")
 def _row(x, mask, has_mask, out, log, r):
     n = x.shape[1]
-    ninf = x.dtype.type(-np.inf)
+    real = x.dtype.type  # keep float32 rows in float32 (a float64 scalar would widen every lane)
+    ninf = real(-np.inf)
     m = ninf
     if has_mask:
         for j in range(n):
             v = x[r, j] if mask[r, j] else ninf
-            m = max(m, v)
+            m = fmax(m, v)
     else:
         for j in range(n):
-            m = max(m, x[r, j])
+            m = fmax(m, x[r, j])
     if m == -np.inf:  # nothing kept (or all -inf): zeros / -inf, never NaN
         for j in range(n):
             out[r, j] = ninf if log else 0
         return
-    total = 0.0
+    total = real(0)
     if log:
         if has_mask:
             for j in range(n):
@@ -60,7 +61,7 @@ def _row(x, mask, has_mask, out, log, r):
                 e = vexp(x[r, j] - m)
                 out[r, j] = e
                 total += e
-        inv = 1.0 / total
+        inv = real(1) / total
         for j in range(n):
             out[r, j] *= inv
 

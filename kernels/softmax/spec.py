@@ -6,6 +6,8 @@ all zeros from softmax and all -inf from log_softmax, never NaN.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from seqjit.kernels import _checks
@@ -23,7 +25,7 @@ def prepare(x, mask, out, *, device: bool = False):
         raise ValueError("x must have at least 1 dimension, got a scalar")
     shape = tuple(x.shape)
     n = shape[-1]
-    rows = int(np.prod(shape[:-1], dtype=np.int64))
+    rows = math.prod(shape[:-1])
     mask2d = None
     if mask is not None:
         mask = np.asarray(mask)

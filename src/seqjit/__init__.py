@@ -36,7 +36,12 @@ _LAZY = {
 __all__ = ["__version__", "get_num_threads", "set_num_threads", *_LAZY]
 
 
+_SUBMODULES = ("convert", "decoding", "graph", "kernels", "models")
+
+
 def __getattr__(name: str):
+    if name in _SUBMODULES:  # ``seqjit.convert.from_hf(...)`` without importing seqjit.convert first
+        return importlib.import_module(f"seqjit.{name}")
     try:
         module, attr = _LAZY[name]
     except KeyError:

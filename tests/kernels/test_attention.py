@@ -1,6 +1,7 @@
 """attention: the reference against PyTorch SDPA, every backend against the reference.
 
-CPU block sizes are 64 queries x 128 keys (numba_cpu / cython_cpu ``BLOCK_Q`` / ``BLOCK_K``); the cuda
+CPU block sizes are 64 queries x 128 keys (numba_cpu / cython_cpu ``BLOCK_Q`` / ``BLOCK_K``; with
+m < 64 queries the key block grows to 64 * 128 // m keys); the cuda
 kernels tile 32 queries x 16 keys and switch to one block per query row below 8 queries. Shapes
 below straddle those sizes; on the CUDA simulator (one Python thread per GPU thread) smaller shapes
 that still cross the cuda tiles are used.
@@ -111,6 +112,8 @@ CASES = {
     "many_blocks": ((2, 2, 200, 300, 16, 12), (1, 2, 40, 37, 5, 3)),
     "more_queries_than_keys": ((1, 2, 150, 40, 4, 4), (1, 1, 40, 10, 2, 2)),
     "decode": ((4, 2, 1, 1000, 32, 32), (3, 1, 1, 150, 4, 6)),
+    "decode_long": ((2, 1, 1, 8200, 4, 4), (1, 1, 1, 300, 2, 2)),  # CPU: past one 8192-key decode tile
+    "few_queries": ((2, 1, 20, 1000, 8, 8), (1, 1, 20, 40, 3, 3)),  # CPU: 409-key tiles
     "few_queries_big_head": ((2, 1, 3, 257, 160, 130), (1, 1, 3, 40, 130, 3)),
 }
 
@@ -227,6 +230,18 @@ def test_fast_exp2_is_accurate_to_float32():
     y1 = np.empty(3, np.float32)
     run(np.array([-np.inf, -200, 0], np.float32), y1)  # clamped: tiny, never NaN
     assert y1[2] == 1 and (y1[:2] < 1e-37).all() and not np.isnan(y1).any()
+
+
+@pytest.mark.parametrize("variant", ["baseline", "avx2", "avx512f"])
+def test_cython_simd_variants_match_reference(variant, tol):
+    """Every compiled variant of the Cython float32 softmax tile this CPU can run (others: nothing to run)."""
+    q, k, v = _inputs(2, 2, 70, 140, 16, 8, seed=9)
+    want = ref.attention(q, k, v, causal=True, lengths=[100, 140])
+    try:
+        if cython_cpu._use_simd(variant):
+            np.testing.assert_allclose(cython_cpu.attention(q, k, v, causal=True, lengths=[100, 140]), want, **tol(np.float32))
+    finally:
+        cython_cpu._use_simd(cython_cpu.SIMD)
 
 
 def test_cuda_device_arrays_stay_on_device(on_simulator):

@@ -195,3 +195,20 @@ def test_float64_model_matches_torch_double():
     assert got.dtype == np.float64
     np.testing.assert_allclose(got, want, atol=1e-9, rtol=0)
     np.testing.assert_allclose(model.logits_stepwise(src.numpy(), tgt.numpy(), lengths.numpy()), want, atol=1e-9, rtol=0)
+
+
+def test_from_torch_accepts_numpy_arrays_and_copies_tensors():
+    ref, model = _build("post-relu")
+    numpy_sd = {k: v.numpy().copy() for k, v in ref.state_dict().items()}
+    again = seqjit.from_torch(numpy_sd, nhead=4, max_positions=32)
+    src, tgt, lengths = (t.numpy() for t in _inputs(37, 41))
+    want = model.logits(src, tgt, lengths)
+    with torch.no_grad():
+        for p in ref.parameters():
+            p.zero_()  # the seqjit model holds its own copy
+    np.testing.assert_array_equal(again.logits(src, tgt, lengths), want)
+    np.testing.assert_array_equal(model.logits(src, tgt, lengths), want)
+    with pytest.raises(seqjit.ConfigError, match="pass nhead="):
+        seqjit.from_torch(numpy_sd)
+    with pytest.raises(seqjit.ConfigError, match="d_model=16 contradict"):
+        seqjit.from_torch(numpy_sd, nhead=4, d_model=16)

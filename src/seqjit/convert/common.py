@@ -9,14 +9,15 @@ from seqjit.errors import ModelFormatError
 
 
 def to_numpy(name: str, value) -> np.ndarray:
-    """A NumPy array from a NumPy array or a torch tensor (bfloat16 widened to float32), no torch import."""
+    """A NumPy array from a NumPy array or a torch tensor (bfloat16 widened to float32), no torch
+    import. Tensors are copied: later changes to the torch module do not reach the seqjit model."""
     if isinstance(value, np.ndarray):
         return value
     if hasattr(value, "detach") and hasattr(value, "cpu"):
         t = value.detach().cpu()
         if str(t.dtype) == "torch.bfloat16":
             t = t.float()
-        return t.numpy()
+        return t.numpy().copy()
     raise TypeError(f"state_dict[{name!r}] must be a numpy.ndarray or a torch.Tensor, got {type(value).__name__}")
 
 

@@ -77,10 +77,10 @@ def beam_search(model, state, options, *, suppressed=()):
         fin_len[active] = np.take_along_axis(merged_len, keep, axis=1)
         fin_done[active] = np.take_along_axis(merged_done, keep, axis=1)
         if want_attn:
-            cand_attn = np.take_along_axis(run_attn[active], _expand(cand_beam, run_attn.ndim - 1), axis=1)
+            cand_attn = np.take_along_axis(run_attn[active], _expand(cand_beam, run_attn.ndim), axis=1)
             merged_attn = np.concatenate([fin_attn[active], cand_attn], axis=1)
-            fin_attn[active] = np.take_along_axis(merged_attn, _expand(keep, run_attn.ndim - 1), axis=1)
-            run_attn[active] = np.take_along_axis(run_attn[active], _expand(new_beam, run_attn.ndim - 1), axis=1)
+            fin_attn[active] = np.take_along_axis(merged_attn, _expand(keep, run_attn.ndim), axis=1)
+            run_attn[active] = np.take_along_axis(run_attn[active], _expand(new_beam, run_attn.ndim), axis=1)
         run_tokens[active] = new_tokens
         run_scores[active] = np.take_along_axis(cand_scores + ends * _NEG, pick, axis=1)
         # can a running beam still beat the worst finished hypothesis? (transformers' heuristic)
@@ -90,8 +90,8 @@ def beam_search(model, state, options, *, suppressed=()):
         if t + 1 >= max_len or ends.all() or not improvable.any():
             break
         src_rows = (np.arange(active.shape[0])[:, None] * K + new_beam)   # row each new beam comes from
-        if improvable.all():
-            state.reorder(src_rows.reshape(-1))
+        if improvable.all():  # rows move only among the beams of one source: encoder rows are equal
+            state.reorder(src_rows.reshape(-1), encoder=False)
         else:
             state.reorder(src_rows[improvable].reshape(-1))
             active = active[improvable]

@@ -11,8 +11,8 @@ A :class:`Plan` is made for one signature (the shapes and dtypes of every input)
 topological order, every value's shape inferred, each node bound to a kernel backend, and every
 intermediate given a fixed view into reusable slabs (see :mod:`seqjit.graph.memory`), passed to the
 kernels as ``out=``. Replay is a flat loop over prebound closures, with no allocation for planned
-values. Outputs that live in planned memory are copied on return unless ``copy=False`` (then they
-are overwritten by the next run of the same plan). In-place ops (``kv_write``) update the arrays fed
+values. Outputs that live in planned memory (or are constants) are copied on return unless
+``copy=False`` (then they are overwritten by the next run of the same plan). In-place ops (``kv_write``) update the arrays fed
 to them: that is how the decoder's KV cache advances. A plan is not safe to run from two threads.
 """
 from __future__ import annotations
@@ -81,17 +81,20 @@ class Plan:
         self.specs: dict = {n: TensorSpec(tuple(feeds[n].shape), feeds[n].dtype) for n in graph.inputs}
         for name, value in graph.constants.items():
             self.specs[name] = TensorSpec(tuple(value.shape), value.dtype)
-        nodes = graph.nodes
+        attrs, modes = self._infer(graph.nodes)
+        self._root, self._kind = self._alias_roots(graph.nodes, modes)
+        self.memory = self._plan_memory(graph.nodes, modes)
+        self._bind(graph.nodes, attrs, modes, backend)
+
+    def _infer(self, nodes):
+        """Every node's full attributes and output modes; fills ``self.specs`` (shape inference)."""
         attrs, modes = [], []
         for node in nodes:
             opdef = get_op(node.op)
-            where = f"graph {graph.name!r}, node {node.name!r} ({node.op})"
+            where = f"graph {self.graph.name!r}, node {node.name!r} ({node.op})"
             opdef.check_arity(len(node.inputs), where)
             full = opdef.full_attrs(node.attrs, where)
             in_specs = [None if i is None else self.specs[i] for i in node.inputs]
-            for i, s in zip(node.inputs, in_specs):
-                if s is None and i is not None:
-                    raise GraphError(f"{where}: input {i!r} has no shape")
             try:
                 out_specs = opdef.infer(in_specs, full)
             except ShapeError as exc:
@@ -102,7 +105,12 @@ class Plan:
                 self.specs[out] = TensorSpec(tuple(int(d) for d in spec.shape), np.dtype(spec.dtype))
             attrs.append(full)
             modes.append(opdef.output_modes(in_specs, full))
-        root, kind = self._alias_roots(nodes, modes)
+        return attrs, modes
+
+    def _plan_memory(self, nodes, modes):
+        """Lifetimes of the planned roots (first definition to last reader of any alias; graph
+        outputs live to the end), then slab assignment (:func:`~seqjit.graph.memory.plan_buffers`)."""
+        root = self._root
         last_use = {}
         for k, node in enumerate(nodes):
             for i in node.inputs:
@@ -110,19 +118,15 @@ class Plan:
                     last_use[root[i]] = k
             for out in node.outputs:
                 last_use.setdefault(root[out], k)
-        for out in graph.outputs:
+        for out in self.graph.outputs:
             last_use[root[out]] = _END
-        order = []
         released_at: dict = {}
         for r, k in last_use.items():
             released_at.setdefault(k, []).append(r)
-        for k, node in enumerate(nodes):
-            defined = [o for o, m in zip(node.outputs, modes[k]) if m == "out"]
-            order.append((defined, released_at.get(k, [])))
-        planned = {r: True for r, kd in kind.items() if kd == "buf"}
-        self.memory = plan_buffers(order, self.specs, planned, last_use)
-        self._root, self._kind = root, kind
-        self._bind(nodes, attrs, modes, backend)
+        order = [([o for o, m in zip(node.outputs, modes[k]) if m == "out"], released_at.get(k, []))
+                 for k, node in enumerate(nodes)]
+        planned = {r: True for r, kd in self._kind.items() if kd == "buf"}
+        return plan_buffers(order, self.specs, planned, last_use)
 
     # -- aliasing --------------------------------------------------------------------------------
     def _alias_roots(self, nodes, modes):
@@ -173,7 +177,11 @@ class Plan:
             self.backends.append(ctx.resolved if get_op(node.op).kernel else "numpy")
             steps.append(_step(env, fn, [slot[i] for i in node.inputs], [slot[o] for o in node.outputs]))
         self.nodes, self._steps = nodes, steps
-        self._outputs = [(o, slot[o], self._kind[self._root[o]] == "buf") for o in self.graph.outputs]
+        self._outputs = [(o, slot[o], self._kind[self._root[o]] in ("buf", "const")) for o in self.graph.outputs]
+        # slots holding feeds, views of feeds or fresh arrays: cleared after a run so the plan does
+        # not keep the caller's arrays alive
+        self._dynamic = [slot[v] for v in list(self.graph.inputs) + [o for n in nodes for o in n.outputs]
+                         if self._kind[self._root[v]] in ("input", "fresh")]
 
     @staticmethod
     def _backend_for(node, backend):
@@ -197,7 +205,7 @@ class Plan:
         for name, s, owned in self._outputs:
             value = env[s]
             result[name] = value.copy() if (copy and owned) else value
-        for name, s in self._input_slots:
+        for s in self._dynamic:
             env[s] = None
         return result
 

@@ -70,24 +70,34 @@ class DecoderState:
     def batch(self) -> int:
         return int(self.src_lengths.shape[0])
 
-    def reorder(self, indices) -> None:
+    def reorder(self, indices, *, encoder: bool = True) -> None:
         """Keep rows ``indices`` (int array [B']) of every state array, in that order: beam
-        reordering, or expanding each source to k beams with ``np.repeat(np.arange(B), k)``."""
+        reordering, or expanding each source to k beams with ``np.repeat(np.arange(B), k)``.
+
+        When the batch size stays the same, only the rows that change are copied, in place (the
+        arrays, and so the decoder plan, stay the same). ``encoder=False`` leaves the encoder state
+        alone when the batch size stays the same: right when rows only move among the beams of one
+        source, whose encoder rows are identical."""
         idx = np.asarray(indices)
         if idx.dtype.kind not in "iu" or idx.ndim != 1:
             raise TypeError(f"indices must be a 1-D integer array, got {idx.dtype} with shape {list(idx.shape)}")
         if idx.size and (idx.min() < 0 or idx.max() >= self.batch):
             raise ValueError(f"indices must lie in [0, {self.batch}), got values from {idx.min()} to {idx.max()}")
         same = idx.shape[0] == self.batch
+        if same:
+            moved = np.flatnonzero(idx != np.arange(idx.shape[0]))
+            if moved.size == 0:
+                return
+            sources = idx[moved]
+            for arr in self.decoder.values():
+                arr[moved] = arr[sources]  # the right side is gathered first: cycles are safe
+            if encoder:
+                for arr in self.encoder.values():
+                    arr[moved] = arr[sources]
+                self.src_lengths[moved] = self.src_lengths[sources]
+            return
         for name, arr in self.decoder.items():
-            axis = self.time_axes.get(name)
-            used = (slice(None),) * axis + (slice(0, self.step),) if axis is not None else (Ellipsis,)
-            if same:
-                arr[used] = arr[used][idx]  # in place: keeps the arrays (and the decoder plan) the same
-            else:
-                new = np.zeros((idx.shape[0],) + arr.shape[1:], arr.dtype)
-                new[used] = arr[used][idx]
-                self.decoder[name] = new
+            self.decoder[name] = np.ascontiguousarray(arr[idx])
         self.encoder = {name: np.ascontiguousarray(arr[idx]) for name, arr in self.encoder.items()}
         self.src_lengths = np.ascontiguousarray(self.src_lengths[idx])
 
@@ -179,7 +189,7 @@ class Seq2SeqModel:
 
     def start_from(self, encoded: dict, src_lengths, max_length: int) -> DecoderState:
         """A fresh :class:`DecoderState` from :meth:`encode`'s outputs, for at most ``max_length`` steps."""
-        src_lengths = np.ascontiguousarray(src_lengths, dtype=np.int64)
+        src_lengths = np.array(src_lengths, dtype=np.int64)  # a copy: reorder writes into it
         if int(max_length) != max_length or max_length < 1:
             raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
         needed = [n for n in self.executor("decoder_step").graph.inputs if n in encoded]
@@ -222,6 +232,21 @@ class Seq2SeqModel:
     def logits(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:
         """Teacher-forced logits [B, T, V]; architectures may override with a full-sequence graph."""
         return self.logits_stepwise(src_ids, tgt_ids, src_lengths)
+
+    # -- decoding --------------------------------------------------------------------------------
+    def generate(self, sources, **options):
+        """Decode ``sources`` (token-id sequences of any lengths); see :func:`seqjit.decoding.generate`
+        for the options (beam_size, sampling_topk, max_length, return_attention, callback, ...)."""
+        from seqjit.decoding import generate
+
+        return generate(self, sources, **options)
+
+    def generate_stream(self, source, **options):
+        """Yield :class:`~seqjit.decoding.StepToken` for one source as tokens are produced
+        (greedy or sampling); see :func:`seqjit.decoding.generate_stream`."""
+        from seqjit.decoding import generate_stream
+
+        return generate_stream(self, source, **options)
 
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path) -> None:
