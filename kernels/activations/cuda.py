@@ -19,6 +19,7 @@ _RELU, _GELU, _GELU_TANH, _SILU, _TANH = spec.RELU, spec.GELU, spec.GELU_TANH, s
 F = np.float32
 _HALF, _ONE, _ZERO = F(0.5), F(1.0), F(0.0)
 _SQRT_HALF, _SQRT_2PI, _C = F(spec.SQRT_HALF), F(spec.SQRT_2_OVER_PI), F(0.044715)
+_EXP_CAP = F(80.0)
 
 
 @cuda.jit(device=True, inline=True)
@@ -31,7 +32,7 @@ def activate(v, code):
     if code == _GELU_TANH:
         return _HALF * v * (_ONE + math.tanh(_SQRT_2PI * (v + _C * v * v * v)))
     if code == _SILU:
-        return v / (_ONE + math.exp(-v))
+        return v / (_ONE + math.exp(min(-v, _EXP_CAP)))  # capped: no float32 overflow
     if code == _TANH:
         return math.tanh(v)
     return v

@@ -45,8 +45,8 @@ def prepare(x, out, *, device: bool = False):
     given; it may be ``x`` for an in-place update). With ``device=True`` (cuda backend) no host
     output is made: ``out1d`` is None and ``result`` is the shape.
     """
+    shape = tuple(getattr(x, "shape", ()))  # float_array turns a 0-d array into shape (1,)
     x = _checks.float_array("x", x)
-    shape = tuple(x.shape)
     n = math.prod(shape)
     if device:
         return x.reshape(n), None, shape

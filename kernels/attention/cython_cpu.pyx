@@ -18,7 +18,7 @@ from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from seqjit.kernels._threads import get_num_threads
 from . import spec
-from ._blas import single_threaded_blas
+from ._blas import single_threaded_blas, tile_sizes
 
 cdef extern from *:
     """
@@ -148,9 +148,6 @@ ctypedef fused real:
     float
     double
 
-#: queries x keys per tile (same measurement as numba_cpu: benchmarks/results/attention.md)
-BLOCK_Q = 64
-BLOCK_K = 128
 _LOG2E = 1.0 / math.log(2.0)
 
 
@@ -307,8 +304,7 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
             p.weights[...] = 0
         if Lk == 0 or not p.return_weights:
             return p.result()
-    bq = max(1, min(BLOCK_Q, Lq))
-    bk = max(1, min(Lk, max(BLOCK_K, BLOCK_Q * BLOCK_K // bq)))
+    bq, bk = tile_sizes(Lq, Lk, D, Dv)  # see _blas.py
     with single_threaded_blas():
         _run(p.q, p.k, p.v, p.lengths, p.causal, p.scale, p.out, p.weights, bq, bk)
     return p.result()

@@ -19,13 +19,9 @@ import numpy as np
 from numba import njit, prange
 
 from . import spec
-from ._blas import single_threaded_blas
+from ._blas import single_threaded_blas, tile_sizes
 from ._fastexp import exp2_nonpos
 
-#: queries x keys per tile, measured on 2 cores (benchmarks/results/attention.md): 64 x 128 at
-#: D = 64 keeps both tile GEMMs (M*N*K <= 2**20) on OpenBLAS' unpacked small-matrix kernels.
-BLOCK_Q = 64
-BLOCK_K = 128
 _LOG2E = 1.0 / math.log(2.0)
 # reassociation lets LLVM vectorise sums; no 'nnan'/'ninf': -inf marks "no key seen yet"
 _FASTMATH = {"reassoc", "nsz", "arcp", "contract"}
@@ -207,12 +203,10 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
             return p.result()
     dtype = p.q.dtype.type
     qscale, zero = dtype(p.scale * _LOG2E), dtype(0)
-    bq = max(1, min(BLOCK_Q, Lq))
+    bq, bk = tile_sizes(Lq, Lk, D, Dv)  # see _blas.py
     with single_threaded_blas():
         if p.return_weights:
             _with_weights(p.q, p.k, p.v, p.lengths, p.causal, qscale, p.out, p.weights, bq, zero)
         else:
-            # few queries (decode): longer key blocks, so fewer and larger BLAS calls
-            bk = max(1, min(Lk, max(BLOCK_K, BLOCK_Q * BLOCK_K // bq)))
             _blocked(p.q, p.k, p.v, p.lengths, p.causal, qscale, p.out, bq, bk, zero)
     return p.result()

@@ -9,7 +9,7 @@ over [-12, 12]. ``sigmoid(x) = 0.5 + 0.5 * tanh(x / 2)``. float64 keeps ``np.tan
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, types
+from numba import types
 from numba.extending import overload
 
 
@@ -23,13 +23,9 @@ def sigmoid(x):
     return 0.5 + 0.5 * np.tanh(0.5 * x)
 
 
-@njit(inline="always")
 def _tanh_f32(x):
     c = np.float32(7.90531110763549805)
-    if x < -c:  # written so that NaN passes through
-        x = -c
-    elif x > c:
-        x = c
+    x = np.minimum(np.maximum(x, -c), c)  # NaN passes through np.maximum/np.minimum
     x2 = x * x
     p = np.float32(-2.76076847742355e-16)
     p = p * x2 + np.float32(2.00018790482477e-13)
@@ -48,7 +44,7 @@ def _tanh_f32(x):
 @overload(tanh, inline="always")
 def _ol_tanh(x):
     if x == types.float32:
-        return lambda x: _tanh_f32(x)
+        return _tanh_f32
     return lambda x: np.tanh(x)
 
 
@@ -56,5 +52,5 @@ def _ol_tanh(x):
 def _ol_sigmoid(x):
     if x == types.float32:
         half = np.float32(0.5)
-        return lambda x: half + half * _tanh_f32(half * x)
+        return lambda x: half + half * tanh(half * x)
     return lambda x: 0.5 + 0.5 * np.tanh(0.5 * x)

@@ -68,7 +68,7 @@ cdef float _sum_f32(const float* y, Py_ssize_t n) noexcept nogil:
 cdef void _row_f32(const float* x, const unsigned char* mask, float* out, Py_ssize_t n,
                    bint use_log) noexcept nogil:
     cdef Py_ssize_t j
-    cdef float m = _max_f32(x, mask, n), inv, lse
+    cdef float m = _max_f32(x, mask, n), inv, lse, e
     if m == -INFINITY:  # nothing kept (or all -inf): zeros / -inf, never NaN
         for j in range(n):
             out[j] = -INFINITY if use_log else 0
@@ -79,7 +79,8 @@ cdef void _row_f32(const float* x, const unsigned char* mask, float* out, Py_ssi
             out[j] = exp_f32(x[j] - m)
     else:
         for j in range(n):
-            out[j] = exp_f32(x[j] - m) if mask[j] else 0
+            e = exp_f32(x[j] - m)  # unconditionally: a select, not a branch, so it vectorises
+            out[j] = e if mask[j] else 0
     if use_log:
         lse = m + <float>log(_sum_f32(out, n))
         if mask == NULL:

@@ -1,10 +1,10 @@
 """attention: the reference against PyTorch SDPA, every backend against the reference.
 
-CPU block sizes are 64 queries x 128 keys (numba_cpu / cython_cpu ``BLOCK_Q`` / ``BLOCK_K``; with
-m < 64 queries the key block grows to 64 * 128 // m keys); the cuda
-kernels tile 32 queries x 16 keys and switch to one block per query row below 8 queries. Shapes
-below straddle those sizes; on the CUDA simulator (one Python thread per GPU thread) smaller shapes
-that still cross the cuda tiles are used.
+CPU tiles are ``tile_sizes(Lq, Lk, D, Dv)`` (kernels/attention/_blas.py): 64 queries x
+2**19 // (64 * max(D, Dv)) keys (512 at D = 16, 128 at D = 64; more keys when fewer queries, up to
+8192). The cuda kernels tile 32 queries x 16 keys and switch to one block per query row below 8
+queries. Shapes below straddle those sizes; on the CUDA simulator (one Python thread per GPU thread)
+smaller shapes that still cross the cuda tiles are used.
 """
 import math
 
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from seqjit import kernels
 from seqjit.kernels.attention import cython_cpu, numba_cpu
 from seqjit.kernels.attention import reference as ref
+from seqjit.kernels.attention._blas import tile_sizes
 from seqjit.kernels.attention._fastexp import exp2_nonpos
 
 F32_EPS = float(np.finfo(np.float32).eps)
@@ -102,18 +103,20 @@ def test_reference_weights_match_torch_softmax():
 
 # ------------------------------------------------------------------ every backend vs the reference
 
+_BQ, _BK = tile_sizes(10**6, 10**6, 16, 16)  # the CPU tile at D = Dv = 16: 64 x 512
+
 # name -> (CPU shape, CUDA-simulator shape), each (B, H, Lq, Lk, D, Dv)
 CASES = {
     "ones": ((1, 1, 1, 1, 1, 1), (1, 1, 1, 1, 1, 1)),
     "small_odd": ((2, 3, 5, 7, 8, 4), (2, 1, 9, 7, 3, 2)),
-    "below_blocks": ((1, 2, 63, 127, 16, 16), (1, 1, 31, 15, 4, 3)),
-    "at_blocks": ((1, 1, 64, 128, 8, 8), (1, 1, 32, 16, 3, 4)),
-    "above_blocks": ((2, 1, 65, 129, 5, 7), (1, 1, 33, 17, 3, 2)),
-    "many_blocks": ((2, 2, 200, 300, 16, 12), (1, 2, 40, 37, 5, 3)),
+    "below_blocks": ((1, 2, _BQ - 1, _BK - 1, 16, 16), (1, 1, 31, 15, 4, 3)),
+    "at_blocks": ((1, 1, _BQ, _BK, 16, 16), (1, 1, 32, 16, 3, 4)),
+    "above_blocks": ((2, 1, _BQ + 1, _BK + 1, 16, 16), (1, 1, 33, 17, 3, 2)),
+    "many_blocks": ((2, 2, 200, 300, 64, 48), (1, 2, 40, 37, 5, 3)),  # CPU: 4 x 3 tiles of 64 x 128
     "more_queries_than_keys": ((1, 2, 150, 40, 4, 4), (1, 1, 40, 10, 2, 2)),
     "decode": ((4, 2, 1, 1000, 32, 32), (3, 1, 1, 150, 4, 6)),
     "decode_long": ((2, 1, 1, 8200, 4, 4), (1, 1, 1, 300, 2, 2)),  # CPU: past one 8192-key decode tile
-    "few_queries": ((2, 1, 20, 1000, 8, 8), (1, 1, 20, 40, 3, 3)),  # CPU: 409-key tiles
+    "few_queries": ((2, 1, 20, 1000, 64, 64), (1, 1, 20, 40, 3, 3)),  # CPU: 409-key tiles
     "few_queries_big_head": ((2, 1, 3, 257, 160, 130), (1, 1, 3, 40, 130, 3)),
 }
 

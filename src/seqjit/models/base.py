@@ -38,12 +38,22 @@ Decoder-step graph (``build_decoder_step_graph(with_attention)``), run once per 
 The step graph's shapes depend only on (B, S, max_length), so its plan is made once per decode and
 replayed for every token. Beam search reorders (or expands) the batch by taking rows on axis 0 of
 every state array: :meth:`DecoderState.reorder` does it for any architecture.
+
+The Python API every model gets from this base class::
+
+    encoded = model.encode(src_ids, src_lengths)          # dict: memory + encoder state
+    state = model.start(src_ids, src_lengths, max_length=64)   # encode + zeroed decoder state
+    logits = model.step(state, prev_tokens)               # [B, V]; state advanced in place
+    logits, attn = model.step(state, prev_tokens, with_attention=True)
+    state.reorder(beam_rows)                              # int [B'] rows to keep, in order
+    model.logits(src_ids, tgt_ids, src_lengths)           # teacher forcing [B, T, V]
+    model.pad_id, model.eos_id, model.decoder_start_id, model.source_vocab_size
 """
 from __future__ import annotations
 
 import numpy as np
 
-from seqjit.errors import ModelFormatError, ShapeError
+from seqjit.errors import ModelFormatError
 from seqjit.graph.ops import TensorSpec
 
 #: names fixed by the contract
@@ -321,4 +331,4 @@ def _listing(names: list, limit: int = 8) -> str:
     return shown + (f" ... and {len(names) - limit} more" if len(names) > limit else "")
 
 
-__all__ = ["Seq2SeqModel", "DecoderState", "TensorSpec", "check_source", "check_ids", "check_weights", "ShapeError"]
+__all__ = ["Seq2SeqModel", "DecoderState", "TensorSpec", "check_source", "check_ids", "check_weights"]
