@@ -133,7 +133,7 @@ def _blocked(q, k, v, lengths, causal, qscale, out, bq, bk, zero):
 def _row_max(x, n):
     """max(x[:n]) with 8 independent accumulators (a single one is latency-bound; LLVM does not
     vectorise a float max reduction without 'nnan')."""
-    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = -np.inf
+    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = np.float32(-np.inf)  # widens to x's dtype
     j = 0
     while j + 8 <= n:
         a0 = max(a0, x[j])

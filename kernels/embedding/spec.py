@@ -23,7 +23,8 @@ LAYOUTS = ("interleaved", "halves")
 
 def check_ids(ids, vocab: int) -> np.ndarray:
     """``ids`` as a C-contiguous int64 array with every value in ``[0, vocab)``."""
-    ids = _checks.int_array("ids", ids)
+    shape = np.shape(ids)  # int_array turns a 0-d array into shape (1,)
+    ids = _checks.int_array("ids", ids).reshape(shape)
     if ids.size:
         lo, hi = int(ids.min()), int(ids.max())
         if lo < 0 or hi >= vocab:

@@ -20,7 +20,10 @@ def prepare(x, weight, bias, eps, out, *, device: bool = False):
     itself when given). With ``device=True`` (cuda backend) no host output is made: ``out2d`` is
     None and ``result`` is the shape.
     """
-    x = _checks.float_array("x", x)
+    if isinstance(x, np.ndarray) and x.ndim == 0:  # (float_array would turn it into shape (1,))
+        x = x.reshape(())
+    else:
+        x = _checks.float_array("x", x)
     if len(x.shape) == 0:
         raise ValueError("x must have at least 1 dimension ([..., D]), got a scalar")
     shape = tuple(x.shape)

@@ -1,29 +1,30 @@
 # cython: language_level=3
 """Cython CPU linear: BLAS (scipy.linalg.cython_blas sgemm/dgemm, sgemv/dgemv for one row) into
 the output, then the bias + activation epilogue over the block just written, while it is in cache.
+BLAS threads the GEMM (``seqjit.set_num_threads`` sets its thread count); the epilogue runs on the
+calling thread.
 
 Row-major ``out[M, N] = x[M, K] @ W^T`` is, in BLAS's column-major terms, ``out^T = op(W) @ x^T``:
 ``W`` ``[N, K]`` ("out_in") is a column-major ``K x N`` matrix used transposed; ``W`` ``[K, N]``
 ("in_out") is a column-major ``N x K`` matrix used as is.
 """
 import numpy as np
-from cython.parallel cimport prange
 from libc.string cimport memset
 from scipy.linalg.cython_blas cimport sgemm, dgemm, sgemv, dgemv
 
-from seqjit.kernels._threads import get_num_threads
 from . import spec
 
 include "../activations/_act.pxi"
 
-#: output bytes per row block (GEMM, then its epilogue while the block is in L2)
+#: output bytes per row block (GEMM, then its epilogue while the block is in cache). The epilogue
+#: runs on the calling thread: handing over between BLAS's threads and OpenMP's after every block
+#: costs more than the epilogue itself on a busy machine (see numba_cpu.py).
 cdef enum:
-    _BLOCK_BYTES = 524288
-    _PARALLEL_MIN = 32768
+    _BLOCK_BYTES = 2097152
 
 
 cdef void _linear_f32(const float[:, ::1] x, const float[:, ::1] w, const float* bias, bint out_in,
-                      int code, float[:, ::1] out, int threads) noexcept nogil:
+                      int code, float[:, ::1] out) noexcept nogil:
     cdef int m = <int>x.shape[0], k = <int>x.shape[1], n = <int>out.shape[1]
     cdef int inc = 1, rows, lda = k if out_in else n
     cdef int block = max(8, _BLOCK_BYTES // (n * 4))
@@ -31,7 +32,6 @@ cdef void _linear_f32(const float[:, ::1] x, const float[:, ::1] w, const float*
     cdef char* ta = b"T" if out_in else b"N"
     cdef char* tn = b"N"
     cdef Py_ssize_t r0, r
-    cdef int t
     if k == 0:
         memset(&out[0, 0], 0, m * n * sizeof(float))
     elif m == 1:
@@ -50,14 +50,13 @@ cdef void _linear_f32(const float[:, ::1] x, const float[:, ::1] w, const float*
         sgemm(ta, tn, &n, &rows, &k, &one, <float*>&w[0, 0], &lda, <float*>&x[r0, 0], &k, &zero,
               &out[r0, 0], &n)
         if bias != NULL or code != 0:
-            t = threads if rows * n >= _PARALLEL_MIN else 1
-            for r in prange(r0, r0 + rows, schedule="static", num_threads=t):
+            for r in range(r0, r0 + rows):
                 act_row_f32(&out[r, 0], bias, &out[r, 0], n, code)
         r0 += rows
 
 
 cdef void _linear_f64(const double[:, ::1] x, const double[:, ::1] w, const double* bias, bint out_in,
-                      int code, double[:, ::1] out, int threads) noexcept nogil:
+                      int code, double[:, ::1] out) noexcept nogil:
     cdef int m = <int>x.shape[0], k = <int>x.shape[1], n = <int>out.shape[1]
     cdef int inc = 1, rows, lda = k if out_in else n
     cdef int block = max(8, _BLOCK_BYTES // (n * 8))
@@ -65,7 +64,6 @@ cdef void _linear_f64(const double[:, ::1] x, const double[:, ::1] w, const doub
     cdef char* ta = b"T" if out_in else b"N"
     cdef char* tn = b"N"
     cdef Py_ssize_t r0, r
-    cdef int t
     if k == 0:
         memset(&out[0, 0], 0, m * n * sizeof(double))
     elif m == 1:
@@ -84,8 +82,7 @@ cdef void _linear_f64(const double[:, ::1] x, const double[:, ::1] w, const doub
         dgemm(ta, tn, &n, &rows, &k, &one, <double*>&w[0, 0], &lda, <double*>&x[r0, 0], &k, &zero,
               &out[r0, 0], &n)
         if bias != NULL or code != 0:
-            t = threads if rows * n >= _PARALLEL_MIN else 1
-            for r in prange(r0, r0 + rows, schedule="static", num_threads=t):
+            for r in range(r0, r0 + rows):
                 act_row_f64(&out[r, 0], bias, &out[r, 0], n, code)
         r0 += rows
 
@@ -94,15 +91,14 @@ def linear(x, weight, bias=None, *, activation=None, weight_layout="out_in", out
     x2, w, b, code, out_in, o2, result = spec.prepare(x, weight, bias, activation, weight_layout, out)
     if o2.shape[0] == 0 or o2.shape[1] == 0:
         return result
-    cdef int threads = get_num_threads()
     cdef const float[::1] b32
     cdef const double[::1] b64
     if x2.dtype == np.float32:
         if b is not None:
             b32 = b
-        _linear_f32(x2, w, &b32[0] if b is not None else NULL, out_in, code, o2, threads)
+        _linear_f32(x2, w, &b32[0] if b is not None else NULL, out_in, code, o2)
     else:
         if b is not None:
             b64 = b
-        _linear_f64(x2, w, &b64[0] if b is not None else NULL, out_in, code, o2, threads)
+        _linear_f64(x2, w, &b64[0] if b is not None else NULL, out_in, code, o2)
     return result

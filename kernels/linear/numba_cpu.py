@@ -1,36 +1,31 @@
 """Numba CPU linear: BLAS GEMM (numpy's) into the output, then the bias + activation epilogue, a
-Numba loop over the block just written while it is still in cache.
+vectorised Numba loop over the block just written while it is still in cache.
 
 Large inputs go through in row blocks of about :data:`BLOCK_BYTES` of output: one GEMM per block
-(BLAS threads it), then the epilogue on that block. For ``M == 1`` the GEMM is a GEMV.
+(BLAS threads it), then the epilogue on that block. For ``M == 1`` the GEMM is a GEMV. The epilogue
+runs on the calling thread: it is a few percent of the GEMM, and handing over between BLAS's thread
+pool and Numba's after every block made the whole op several times slower on a busy 2-core machine
+(each pool's idle threads spin while the other's need the cores).
 """
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from seqjit.kernels.activations.numba_cpu import FASTMATH, activate
 
 from . import spec
 
-#: output bytes per row block: small enough to stay in L2 between the GEMM and its epilogue
-BLOCK_BYTES = 1 << 19
-#: blocks with fewer elements run the epilogue on one thread
-_PARALLEL_MIN = 1 << 15
+#: output bytes per row block: small enough to stay in cache between the GEMM and its epilogue,
+#: large enough for BLAS to run at full speed
+BLOCK_BYTES = 1 << 21
 
 
 @njit(cache=True, fastmath=FASTMATH, error_model="numpy")
 def _epilogue_serial(y, bias, code):
     for r in range(y.shape[0]):
-        for j in range(y.shape[1]):
-            y[r, j] = activate(y[r, j] + bias[j], code)
-
-
-@njit(cache=True, parallel=True, fastmath=FASTMATH, error_model="numpy")
-def _epilogue_parallel(y, bias, code):
-    for r in prange(y.shape[0]):
         for j in range(y.shape[1]):
             y[r, j] = activate(y[r, j] + bias[j], code)
 
@@ -41,10 +36,7 @@ def _epilogue(y, bias, code):
         if code == 0:
             return
         bias = _zeros(y.shape[1], y.dtype)
-    if y.size >= _PARALLEL_MIN and y.shape[0] > 1:
-        _epilogue_parallel(y, bias, code)
-    else:
-        _epilogue_serial(y, bias, code)
+    _epilogue_serial(y, bias, code)
 
 
 @lru_cache(maxsize=16)

@@ -29,12 +29,16 @@ def prepare(x, weight, bias, activation, weight_layout, out, *, device: bool = F
     if weight_layout not in LAYOUTS:
         raise ValueError(f"weight_layout must be 'out_in' ([N, K]) or 'in_out' ([K, N]), got {weight_layout!r}")
     code = activation_code(activation)
-    x = _checks.float_array("x", x)
+    if isinstance(x, np.ndarray) and x.ndim == 0:  # (float_array would turn it into shape (1,))
+        x = x.reshape(())
+    else:
+        x = _checks.float_array("x", x)
     if len(x.shape) == 0:
         raise ValueError("x must have at least 1 dimension ([..., K]), got a scalar")
     weight = _checks.float_array("weight", weight, ndim=2)
     _checks.same_dtype(np.dtype(x.dtype), weight=weight)
-    k = x.shape[-1]
+    xshape = tuple(x.shape)  # a plain tuple: simulated device shapes refuse negative indices
+    k = xshape[-1]
     out_in = weight_layout == "out_in"
     if out_in:
         _checks.check_shape("weight", weight, (None, k), what="[N, K] for weight_layout='out_in', K = x.shape[-1]")
@@ -46,8 +50,8 @@ def prepare(x, weight, bias, activation, weight_layout, out, *, device: bool = F
         bias = _checks.float_array("bias", bias, ndim=1)
         _checks.check_shape("bias", bias, (n,), what="one value per output feature")
         _checks.same_dtype(np.dtype(x.dtype), bias=bias)
-    shape = tuple(x.shape[:-1]) + (n,)
-    m = math.prod(x.shape[:-1])
+    shape = xshape[:-1] + (n,)
+    m = math.prod(xshape[:-1])
     if device:
         return x.reshape(m, k), weight, bias, code, out_in, None, shape
     result = _checks.out_array("out", out, shape, x.dtype)

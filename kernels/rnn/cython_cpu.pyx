@@ -4,14 +4,14 @@
 Per layer and direction one call (:func:`_layer`): the input projection of every step as one BLAS
 GEMM (scipy's cython_blas), then the whole time loop inside ONE OpenMP parallel region. Each thread
 owns a fixed range of hidden-unit blocks for the whole sequence (the same rows of W_hh every step);
-per step it computes those rows of ``h @ W_hh.T`` with a 4x4 register-blocked dot-product kernel
-(C, ``omp simd`` reductions, compiled for AVX-512/AVX2/baseline and picked at load time on GCC/x86-64
-Linux), applies the fused gate math to its units, and meets the other threads at one barrier.
+per step it computes those rows of ``h @ W_hh.T`` with a 4x4 register-blocked dot-product kernel,
+applies the fused gate math to its units, and meets the other threads at one barrier. The two inner
+kernels are small C functions (``omp simd`` loops, compiled for AVX-512/AVX2/baseline and picked at
+load time on GCC/x86-64 Linux): Cython cannot express vectorised float reductions without fast-math.
 float32 uses a rational tanh approximation (max 4.4 ulp, see ``_nbmath.py``); float64 uses libm.
 """
 import numpy as np
 
-from libc.math cimport tanh as libm_tanh
 from libc.stdint cimport int64_t
 from cython.parallel cimport parallel
 from scipy.linalg.cython_blas cimport sgemm, dgemm
@@ -107,6 +107,40 @@ cdef extern from *:
     }
     SJ_DEFINE_ROWS(float, f)
     SJ_DEFINE_ROWS(double, d)
+
+    /* Fused gate math for units j0 <= j < j1 of one state row: xg/hg are that row's input and hidden
+       projections [G*H], bx/bh the biases [G*H]; writes the new state to h_new and o (the output). */
+    #define SJ_DEFINE_GATES(T, SUF, TANH) \
+    static inline T sj_sigmoid_##SUF(T x) { return (T)0.5 + (T)0.5 * TANH((T)0.5 * x); } \
+    SJ_CLONES static void sj_gru_units_##SUF(const T *xg, const T *hg, const T *bx, const T *bh, const T *h, \
+                                             T *h_new, T *o, long H, long j0, long j1) { \
+        SJ_PRAGMA(omp simd) \
+        for (long j = j0; j < j1; j++) { \
+            T r = sj_sigmoid_##SUF(xg[j] + bx[j] + hg[j] + bh[j]); \
+            T z = sj_sigmoid_##SUF(xg[H + j] + bx[H + j] + hg[H + j] + bh[H + j]); \
+            T n = TANH(xg[2 * H + j] + bx[2 * H + j] + r * (hg[2 * H + j] + bh[2 * H + j])); \
+            T v = n + z * (h[j] - n); \
+            h_new[j] = v; \
+            o[j] = v; \
+        } \
+    } \
+    SJ_CLONES static void sj_lstm_units_##SUF(const T *xg, const T *hg, const T *bx, const T *bh, T *c, \
+                                              T *h_new, T *o, long H, long j0, long j1) { \
+        SJ_PRAGMA(omp simd) \
+        for (long j = j0; j < j1; j++) { \
+            T i = sj_sigmoid_##SUF(xg[j] + bx[j] + hg[j] + bh[j]); \
+            T f = sj_sigmoid_##SUF(xg[H + j] + bx[H + j] + hg[H + j] + bh[H + j]); \
+            T g = TANH(xg[2 * H + j] + bx[2 * H + j] + hg[2 * H + j] + bh[2 * H + j]); \
+            T og = sj_sigmoid_##SUF(xg[3 * H + j] + bx[3 * H + j] + hg[3 * H + j] + bh[3 * H + j]); \
+            T cv = f * c[j] + i * g; \
+            c[j] = cv; \
+            T v = og * TANH(cv); \
+            h_new[j] = v; \
+            o[j] = v; \
+        } \
+    }
+    SJ_DEFINE_GATES(float, f, sj_tanhf)
+    SJ_DEFINE_GATES(double, d, tanh)
     """
     int sj_thread_num() noexcept nogil
     int sj_num_threads() noexcept nogil
@@ -116,6 +150,14 @@ cdef extern from *:
     void sj_row1_f(const float *w, long K, const float *h, long ldh, long nb, float *hh, long ldhh) noexcept nogil
     void sj_rows4_d(const double *w, long K, const double *h, long ldh, long nb, double *hh, long ldhh) noexcept nogil
     void sj_row1_d(const double *w, long K, const double *h, long ldh, long nb, double *hh, long ldhh) noexcept nogil
+    void sj_gru_units_f(const float *xg, const float *hg, const float *bx, const float *bh, const float *h,
+                        float *h_new, float *o, long H, long j0, long j1) noexcept nogil
+    void sj_gru_units_d(const double *xg, const double *hg, const double *bx, const double *bh, const double *h,
+                        double *h_new, double *o, long H, long j0, long j1) noexcept nogil
+    void sj_lstm_units_f(const float *xg, const float *hg, const float *bx, const float *bh, float *c,
+                         float *h_new, float *o, long H, long j0, long j1) noexcept nogil
+    void sj_lstm_units_d(const double *xg, const double *hg, const double *bx, const double *bh, double *c,
+                         double *h_new, double *o, long H, long j0, long j1) noexcept nogil
 
 ctypedef fused real:
     float
@@ -123,18 +165,6 @@ ctypedef fused real:
 
 cdef enum:
     UNITS = 16  # hidden units per work block
-
-
-cdef inline real _tanh(real x) noexcept nogil:
-    if real is float:
-        return sj_tanhf(x)
-    else:
-        return libm_tanh(x)
-
-
-cdef inline real _sigmoid(real x) noexcept nogil:
-    cdef real half = 0.5
-    return half + half * _tanh(half * x)
 
 
 cdef inline void _rows(const real *w, long K, const real *h, long nb, real *hh, long ldhh, long nrows) noexcept nogil:
@@ -156,28 +186,18 @@ cdef inline void _rows(const real *w, long K, const real *h, long nb, real *hh, 
 
 cdef inline void _gru_units(const real *xg, const real *hg, const real *bx, const real *bh, const real *h,
                             real *h_new, real *o, long H, long j0, long j1) noexcept nogil:
-    cdef long j
-    cdef real r, z, n
-    for j in range(j0, j1):
-        r = _sigmoid(xg[j] + bx[j] + hg[j] + bh[j])
-        z = _sigmoid(xg[H + j] + bx[H + j] + hg[H + j] + bh[H + j])
-        n = _tanh(xg[2 * H + j] + bx[2 * H + j] + r * (hg[2 * H + j] + bh[2 * H + j]))
-        h_new[j] = n + z * (h[j] - n)
-        o[j] = h_new[j]
+    if real is float:
+        sj_gru_units_f(xg, hg, bx, bh, h, h_new, o, H, j0, j1)
+    else:
+        sj_gru_units_d(xg, hg, bx, bh, h, h_new, o, H, j0, j1)
 
 
 cdef inline void _lstm_units(const real *xg, const real *hg, const real *bx, const real *bh, real *c,
                              real *h_new, real *o, long H, long j0, long j1) noexcept nogil:
-    cdef long j
-    cdef real i, f, g, og
-    for j in range(j0, j1):
-        i = _sigmoid(xg[j] + bx[j] + hg[j] + bh[j])
-        f = _sigmoid(xg[H + j] + bx[H + j] + hg[H + j] + bh[H + j])
-        g = _tanh(xg[2 * H + j] + bx[2 * H + j] + hg[2 * H + j] + bh[2 * H + j])
-        og = _sigmoid(xg[3 * H + j] + bx[3 * H + j] + hg[3 * H + j] + bh[3 * H + j])
-        c[j] = f * c[j] + i * g
-        h_new[j] = og * _tanh(c[j])
-        o[j] = h_new[j]
+    if real is float:
+        sj_lstm_units_f(xg, hg, bx, bh, c, h_new, o, H, j0, j1)
+    else:
+        sj_lstm_units_d(xg, hg, bx, bh, c, h_new, o, H, j0, j1)
 
 
 cdef void _steps(const real *xp, const real *w_hh, const real *bx, const real *bh, real *hs, real *cs, real *hh,

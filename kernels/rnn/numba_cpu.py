@@ -115,26 +115,38 @@ def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reve
                 while j < j1:
                     _row1(w_hh, g * H + j, hs, src, nact, hh, g * H + j)
                     j += 1
+            n = j1 - j0
             for i in range(nact):  # fused gate math on the same units
                 row = order[i]
                 t = lens[i] - 1 - s if reverse else s
+                # views starting at the block's first unit: loops over range(n) vectorise (no
+                # negative-index handling on the indices)
                 xr = t * B + row
-                for j in range(j0, j1):
-                    if lstm:
-                        ig = sigmoid(xp[xr, j] + bx[j] + hh[i, j] + bh[j])
-                        fg = sigmoid(xp[xr, H + j] + bx[H + j] + hh[i, H + j] + bh[H + j])
-                        gg = tanh(xp[xr, 2 * H + j] + bx[2 * H + j] + hh[i, 2 * H + j] + bh[2 * H + j])
-                        og = sigmoid(xp[xr, 3 * H + j] + bx[3 * H + j] + hh[i, 3 * H + j] + bh[3 * H + j])
-                        cv = fg * cs[i, j] + ig * gg
-                        cs[i, j] = cv
-                        v = og * tanh(cv)
-                    else:
-                        r = sigmoid(xp[xr, j] + bx[j] + hh[i, j] + bh[j])
-                        z = sigmoid(xp[xr, H + j] + bx[H + j] + hh[i, H + j] + bh[H + j])
-                        n = tanh(xp[xr, 2 * H + j] + bx[2 * H + j] + r * (hh[i, 2 * H + j] + bh[2 * H + j]))
-                        v = n + z * (hs[src, i, j] - n)
-                    hs[dst, i, j] = v
-                    out[t, row, col + j] = v
+                k1, k2, k3 = H + j0, 2 * H + j0, 3 * H + j0
+                xa, xb, xc = xp[xr, j0:j1], xp[xr, k1 : k1 + n], xp[xr, k2 : k2 + n]
+                ha, hb, hc = hh[i, j0:j1], hh[i, k1 : k1 + n], hh[i, k2 : k2 + n]
+                ba, bb, bc = bx[j0:j1], bx[k1 : k1 + n], bx[k2 : k2 + n]
+                ca, cb, cc = bh[j0:j1], bh[k1 : k1 + n], bh[k2 : k2 + n]
+                h_old, h_new, o = hs[src, i, j0:j1], hs[dst, i, j0:j1], out[t, row, col + j0 : col + j1]
+                if lstm:
+                    xd, hd, bd, cd = xp[xr, k3 : k3 + n], hh[i, k3 : k3 + n], bx[k3 : k3 + n], bh[k3 : k3 + n]
+                    c = cs[i, j0:j1]
+                    for q in range(n):  # gates i, f, g, o
+                        ig = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
+                        fg = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
+                        gg = tanh(xc[q] + bc[q] + hc[q] + cc[q])
+                        og = sigmoid(xd[q] + bd[q] + hd[q] + cd[q])
+                        cv = fg * c[q] + ig * gg
+                        c[q] = cv
+                        h_new[q] = og * tanh(cv)
+                else:
+                    for q in range(n):  # gates r, z, n
+                        r = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
+                        z = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
+                        nv = tanh(xc[q] + bc[q] + r * (hc[q] + cc[q]))
+                        h_new[q] = nv + z * (h_old[q] - nv)
+                for q in range(n):
+                    o[q] = h_new[q]
     for i in range(B):  # a row's final state sits in the buffer its own last step wrote
         last = 0 if lens[i] == 0 else 1 - (lens[i] - 1) % 2
         h_fin[order[i]] = hs[last, i]

@@ -98,7 +98,9 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         if opts.beam_size > 1:
             batch_results = beam_search(model, state, opts, suppressed=_suppressed(model))
         else:
-            batch_results = _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback))
+            batch_results = _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
+                                                 stream=callback is not None,
+                                                 need_scores=opts.return_scores or callback is not None))
         for i, res in zip(chunk, batch_results):
             if not opts.return_scores:
                 res.scores = None

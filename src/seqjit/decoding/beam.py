@@ -47,7 +47,7 @@ def beam_search(model, state, options, *, suppressed=()):
         if want_attn and run_attn is None:
             run_attn = np.zeros((n_src, K, max_len) + attention.shape[1:], np.float32)
             fin_attn = np.zeros_like(run_attn)
-        logp = processors.log_softmax(np.array(logits, dtype=np.float32, copy=True))
+        logp = processors.log_softmax(np.asarray(logits, dtype=np.float32))  # a new array: logits stay as they are
         processors.process(logp, history, t, options, eos, suppressed)
         if want_attn:
             run_attn[active, :, t] = attention.reshape((active.shape[0], K) + attention.shape[1:])

@@ -7,12 +7,18 @@ from . import processors
 from .results import GenerationResult, StepToken
 
 
-def greedy_search(model, state, options, *, suppressed=(), on_token=None):
+def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream=True, need_scores=True):
     """Decode every row of ``state`` (a fresh DecoderState) greedily or by sampling.
 
     Yields :class:`StepToken` as tokens are produced (for streaming) and returns the list of
     :class:`GenerationResult` (one per source row) as the generator's value. ``on_token(StepToken)``
     is called for every token; when it returns True, that source stops there.
+
+    ``stream=False`` (no callback): no StepToken is made or yielded. ``need_scores=False``: the
+    log-probabilities are not computed (results carry no scores), and a plain greedy step (no
+    sampling, repetition penalty or n-gram ban) takes the argmax of the logits as they are,
+    without copying them, when it is not a token that the step forbids (end token before
+    ``min_length``, suppressed tokens); the tokens are the same as with ``need_scores=True``.
     """
     batch = state.batch
     eos = model.eos_id
@@ -22,27 +28,33 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None):
     scores = np.zeros(batch, np.float64)
     attn_hist = [[] for _ in range(batch)]
     results: list = [None] * batch
+    fast = not need_scores and not options.sampling and options.repetition_penalty == 1.0 \
+        and options.no_repeat_ngram_size == 0
     for t in range(options.max_length):
         out = model.step(state, history[:, -1], with_attention=options.return_attention, copy=False)
         logits, attention = out if options.return_attention else (out, None)
-        step_scores = np.array(logits, dtype=np.float32, copy=True)
-        processors.process(step_scores, history, t, options, eos, suppressed)
-        if options.sampling:
-            tokens = processors.sample(step_scores, options, rng)
-        else:
-            tokens = np.argmax(step_scores, axis=-1)
-        logp = processors.log_softmax(step_scores)[np.arange(tokens.shape[0]), tokens]
-        scores += logp
+        tokens = _plain_argmax(logits, t, options, eos, suppressed) if fast else None
+        if tokens is None:
+            step_scores = np.array(logits, dtype=np.float32, copy=True)
+            processors.process(step_scores, history, t, options, eos, suppressed)
+            if options.sampling:
+                tokens = processors.sample(step_scores, options, rng)
+            else:
+                tokens = np.argmax(step_scores, axis=-1)
+        if need_scores:
+            logp = processors.token_log_probs(step_scores, tokens)
+            scores += logp
         history = np.concatenate([history, tokens[:, None]], axis=1)
         if attention is not None:
             for r, src in enumerate(alive):
                 attn_hist[src].append(np.array(attention[r], np.float32))
         done = (tokens == eos) | (t + 1 >= options.max_length)
-        for r, src in enumerate(alive):
-            token = StepToken(int(src), int(tokens[r]), float(logp[r]), t, bool(done[r]))
-            if on_token is not None and on_token(token) is True:  # the callback asks to stop this source
-                done[r] = token.is_last = True
-            yield token
+        if stream:
+            for r, src in enumerate(alive):
+                token = StepToken(int(src), int(tokens[r]), float(logp[r]) if need_scores else float("nan"), t, bool(done[r]))
+                if on_token is not None and on_token(token) is True:  # the callback asks to stop this source
+                    done[r] = token.is_last = True
+                yield token
         if done.any():
             for r in np.flatnonzero(done):
                 src = alive[r]
@@ -50,7 +62,7 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None):
                 if ids and ids[-1] == eos:
                     ids.pop()
                 results[src] = GenerationResult(
-                    [ids], [float(scores[r])],
+                    [ids], [float(scores[r])] if need_scores else None,
                     [np.stack(attn_hist[src])] if attention is not None else None,
                 )
             keep = np.flatnonzero(~done)
@@ -59,3 +71,15 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None):
             state.reorder(keep)
             alive, history, scores = alive[keep], history[keep], scores[keep]
     return results
+
+
+def _plain_argmax(logits, t, options, eos, suppressed):
+    """The greedy tokens straight from float32 ``logits`` (no copy), or None when a row's best
+    token is one this step forbids (the caller then runs the score processors)."""
+    if logits.dtype != np.float32:
+        return None
+    tokens = np.argmax(logits, axis=-1)
+    banned = list(suppressed) + ([eos] if t < options.min_length else [])
+    if banned and np.isin(tokens, banned).any():
+        return None
+    return tokens

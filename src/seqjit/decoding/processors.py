@@ -67,12 +67,28 @@ def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eo
     return scores
 
 
-def log_softmax(x: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax in the input's dtype; rows of only -inf stay -inf."""
+def _shifted_lse(x: np.ndarray) -> tuple:
+    """``(x - m, log(sum(exp(x - m))))`` per row, m the row max (0 for rows of only -inf)."""
     m = np.max(x, axis=-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
+    d = x - m
+    e = np.exp(d)
     with np.errstate(divide="ignore"):
-        return x - m - np.log(np.sum(np.exp(x - m), axis=-1, keepdims=True))
+        return d, np.log(np.sum(e, axis=-1, keepdims=True))
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    """Row-wise log-softmax in the input's dtype; rows of only -inf stay -inf."""
+    d, lse = _shifted_lse(x)
+    d -= lse
+    return d
+
+
+def token_log_probs(x: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """``log_softmax(x)[r, tokens[r]]`` for every row r (the same values, without the [rows, V] result)."""
+    d, lse = _shifted_lse(x)
+    rows = np.arange(tokens.shape[0])
+    return d[rows, tokens] - lse[:, 0]
 
 
 def sample(scores: np.ndarray, options, rng: np.random.Generator) -> np.ndarray:

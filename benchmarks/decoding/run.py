@@ -1,0 +1,80 @@
+"""Run the decoding benchmark, one process per engine, and write benchmarks/results/decoding.md.
+
+    python benchmarks/decoding/run.py
+
+Steps: build the cached models (workload.prepare_marian), run test_bench_generate.py once per
+engine (``pytest -k <engine> --benchmark-json``: seqjit, ctranslate2, transformers, torch), run
+profile_decode.py (seqjit's time per op, overheads, memory floor), merge everything into one
+markdown report. $SEQJIT_BENCH_ROUNDS sets the timed rounds (default 10 at batch 1, half at 16);
+``--out`` writes elsewhere (for a quick check of the harness).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import workload as w  # noqa: E402
+from report import render  # noqa: E402
+
+ENGINES = ["seqjit", "ctranslate2", "transformers", "torch"]
+COMMAND = "python benchmarks/decoding/run.py"
+
+
+def run_engine(engine: str, tmp: Path) -> list:
+    out = tmp / f"{engine}.json"
+    cmd = [sys.executable, "-m", "pytest", str(HERE / "test_bench_generate.py"), "-q", "-k", engine,
+           "--benchmark-enable", "--benchmark-only", f"--benchmark-json={out}", "--benchmark-columns=median,iqr,rounds"]
+    print(f"== {engine}: {' '.join(cmd[1:])}", flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT)
+    return json.loads(out.read_text())["benchmarks"]
+
+
+def machine() -> dict:
+    lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
+    get = lambda k: fields.get(k, "?").strip()  # noqa: E731
+    versions = {p: metadata.version(p) for p in ("seqjit", "ctranslate2", "transformers", "torch", "numpy", "numba")}
+    return dict(cpu=get("Model name"), cpus=get("CPU(s)"), cores_per_socket=get("Core(s) per socket"),
+                threads_per_core=get("Thread(s) per core"), affinity=len(os.sched_getaffinity(0)), versions=versions)
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--out", default=str(ROOT / "benchmarks/results/decoding.md"))
+    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset (for a quick check)")
+    p.add_argument("--no-profile", action="store_true")
+    args = p.parse_args(argv)
+    start, load0 = time.time(), os.getloadavg()
+    print(f"== models: {w.prepare_marian()}", flush=True)
+    benches = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for engine in args.engines.split(","):
+            benches += run_engine(engine, Path(tmp))
+        profile = None
+        if not args.no_profile:
+            print("== profile_decode.py", flush=True)
+            subprocess.run([sys.executable, str(HERE / "profile_decode.py"), "--json", f"{tmp}/profile.json"], check=True, cwd=ROOT)
+            profile = json.loads(Path(tmp, "profile.json").read_text())
+    meta = dict(machine(), date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+                command=" ".join(([f"SEQJIT_BENCH_ROUNDS={os.environ['SEQJIT_BENCH_ROUNDS']}"] if "SEQJIT_BENCH_ROUNDS" in os.environ else [])
+                                 + [COMMAND] + sys.argv[1:]),
+                minutes=(time.time() - start) / 60, load=(load0, os.getloadavg()))
+    text = render(benches, profile, meta)
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
