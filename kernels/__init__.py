@@ -55,7 +55,10 @@ BACKENDS: dict[str, str] = {
 #: the order in which the default CPU backend is chosen, per op (fastest first, from
 #: benchmarks/RESULTS.md); ops not listed use _DEFAULT_ORDER.
 _DEFAULT_ORDER = ("numba", "cython", "reference")
-PREFERRED: dict[str, tuple[str, ...]] = {}
+PREFERRED: dict[str, tuple[str, ...]] = {
+    # same speed as Numba (benchmarks/RESULTS.md), no compile wait at start-up
+    "attention": ("cython", "numba", "reference"),
+}
 
 
 class KernelUnavailable(RuntimeError):

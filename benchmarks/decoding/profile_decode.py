@@ -1,6 +1,6 @@
 """Where seqjit's greedy Marian decode spends its time, and how far it is from the memory floor.
 
-    python benchmarks/decoding/profile_decode.py [--json out.json] [--reps 3]
+    python benchmarks/decoding/profile_decode.py [--json out.json] [--reps 3] [--threads 2]
 
 For batch 1 and 16 (20-token sources, exactly 20 new tokens, 2 threads):
 
@@ -184,10 +184,12 @@ def main(argv=None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--json", help="write the results here")
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--threads", type=int, default=w.THREADS, help="for diagnosis; the report uses 2")
     args = p.parse_args(argv)
     import seqjit
 
     w.set_threads()
+    seqjit.set_num_threads(args.threads)
     model = seqjit.convert.from_hf(w.prepare_marian() / "hf")
     res = dict(batches=[breakdown(model, b, args.reps) for b in (1, 16)], tiny_step_ms=tiny_step_cost(args.reps),
                bandwidth_GBps=bandwidth(), gemm_GFLOPs=gemm_gflops(), pool_switch_us=pool_switch())

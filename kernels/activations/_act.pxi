@@ -7,12 +7,13 @@ from libc.math cimport erf as _libm_erf, tanh as _libm_tanh, exp as _libm_exp
 
 include "../_vecmath.pxi"
 
-DEF _NONE = 0
-DEF _RELU = 1
-DEF _GELU = 2
-DEF _GELU_TANH = 3
-DEF _SILU = 4
-DEF _TANH = 5
+cdef enum:  # activation codes (spec.ACTIVATIONS)
+    _NONE = 0
+    _RELU = 1
+    _GELU = 2
+    _GELU_TANH = 3
+    _SILU = 4
+    _TANH = 5
 
 
 cdef inline float act_relu_f32(float v) noexcept nogil:

@@ -9,7 +9,8 @@ from . import spec
 
 include "_act.pxi"
 
-DEF _CHUNK = 16384
+cdef enum:
+    _CHUNK = 16384
 
 
 cdef void _apply_f32(const float[::1] x, float[::1] out, int code, int threads) noexcept nogil:

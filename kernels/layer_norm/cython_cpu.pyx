@@ -12,7 +12,8 @@ ctypedef fused real:
     float
     double
 
-DEF _PARALLEL_MIN = 32768
+cdef enum:
+    _PARALLEL_MIN = 32768
 
 
 cdef void _row(const real* x, const real* w, const real* b, double eps, real* y,

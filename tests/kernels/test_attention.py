@@ -252,7 +252,7 @@ def test_cuda_device_arrays_stay_on_device(on_simulator):
 
     try:
         f = kernels.get("attention", backend="cuda")
-    except kernels.KernelUnavailable as exc:
+    except (kernels.KernelUnavailable, _cuda.CudaUnavailable) as exc:  # the cuda fixture's no-GPU skip
         pytest.skip(f"no GPU and no CUDA simulator: {exc}")
     q, k, v = _inputs(1, 1, 9, 6, 3, 2, seed=8)
     dq, dk, dv = (_cuda.to_device(x) for x in (q, k, v))
@@ -306,3 +306,16 @@ def test_registry_lists_attention_backends():
     assert {"reference", "numba", "cython"} <= set(kernels.backends("attention"))
     assert kernels.get("attention") in (numba_cpu.attention, cython_cpu.attention)
     assert cython_cpu.SIMD in ("avx512f", "avx2", "baseline")
+
+
+def test_demo_runs_and_agrees(capsys):
+    """``python -m seqjit demo`` on a small input: both engines run in their own processes and agree."""
+    from seqjit.demo import naive_attention, run_attention_demo
+
+    q, k, v = _inputs(1, 2, 6, 6, 4, 4, np.float64)
+    np.testing.assert_allclose(naive_attention(q, k, v, causal=True), ref.attention(q, k, v, causal=True), rtol=1e-12)
+    assert run_attention_demo(length=128, heads=2, dim=16, causal=True) == 0
+    printed = capsys.readouterr().out
+    assert "naive numpy" in printed and "seqjit attention" in printed and "(agree)" in printed
+    with pytest.raises(ValueError, match="length must be a positive integer"):
+        run_attention_demo(length=0)
