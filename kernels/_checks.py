@@ -29,7 +29,9 @@ def float_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None, dtyp
         allowed = " or ".join(str(d) for d in dtypes)
         raise TypeError(f"{name} must have dtype {allowed}, got {x.dtype}")
     check_ndim(name, x, ndim)
-    return x if is_device_array(x) else np.ascontiguousarray(x)
+    if is_device_array(x) or x.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+        return x
+    return np.ascontiguousarray(x)
 
 
 def int_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None) -> np.ndarray:
@@ -38,7 +40,9 @@ def int_array(name: str, x, *, ndim: int | tuple[int, ...] | None = None) -> np.
     if x.dtype.kind not in "iu":
         raise TypeError(f"{name} must hold integers, got dtype {x.dtype}")
     check_ndim(name, x, ndim)
-    return np.ascontiguousarray(x, dtype=np.int64)
+    if x.dtype == np.int64 and x.flags.c_contiguous:
+        return x
+    return np.ascontiguousarray(x, dtype=np.int64).reshape(x.shape)
 
 
 def check_ndim(name: str, x, ndim) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -193,6 +194,7 @@ def main(argv=None) -> dict:
     model = seqjit.convert.from_hf(w.prepare_marian() / "hf")
     res = dict(batches=[breakdown(model, b, args.reps) for b in (1, 16)], tiny_step_ms=tiny_step_cost(args.reps),
                bandwidth_GBps=bandwidth(), gemm_GFLOPs=gemm_gflops(), pool_switch_us=pool_switch())
+    res["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")
     res["step_weight_MB"] = step_weight_bytes(model) / 1e6
     res["step_params_M"] = res["step_weight_MB"] / 4
     if args.json:

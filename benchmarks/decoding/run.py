@@ -3,9 +3,9 @@
     python benchmarks/decoding/run.py
 
 Steps: build the cached models (workload.prepare_marian), run test_bench_generate.py once per
-engine (``pytest -k <engine> --benchmark-json``: seqjit, ctranslate2, transformers, torch), run
-profile_decode.py (seqjit's time per op, overheads, memory floor), merge everything into one
-markdown report. $SEQJIT_BENCH_ROUNDS sets the timed rounds (default 10 at batch 1, half at 16);
+engine (``pytest -k <engine> --benchmark-json``: seqjit, ctranslate2, transformers, torch, and seqjit
+again with OMP_WAIT_POLICY=PASSIVE), run profile_decode.py (seqjit's time per op, overheads, memory
+floor; with and without PASSIVE), merge everything into one markdown report (see report.py). $SEQJIT_BENCH_ROUNDS sets the timed rounds (default 10 at batch 1, half at 16);
 ``--out`` writes elsewhere (for a quick check of the harness).
 """
 from __future__ import annotations
@@ -27,17 +27,33 @@ sys.path.insert(0, str(HERE))
 import workload as w  # noqa: E402
 from report import render  # noqa: E402
 
-ENGINES = ["seqjit", "ctranslate2", "transformers", "torch"]
+#: label -> (pytest -k expression, extra environment). "seqjit+passive": seqjit with Numba's OpenMP
+#: workers sleeping instead of spinning between parallel regions (a diagnosis, see the report)
+PASSIVE = {"OMP_WAIT_POLICY": "PASSIVE"}
+ENGINES = {"seqjit": ("seqjit", {}), "seqjit+passive": ("seqjit", PASSIVE), "ctranslate2": ("ctranslate2", {}),
+           "transformers": ("transformers", {}), "torch": ("torch", {})}
 COMMAND = "python benchmarks/decoding/run.py"
 
 
-def run_engine(engine: str, tmp: Path) -> list:
-    out = tmp / f"{engine}.json"
-    cmd = [sys.executable, "-m", "pytest", str(HERE / "test_bench_generate.py"), "-q", "-k", engine,
+def run_engine(label: str, tmp: Path) -> list:
+    select, env = ENGINES[label]
+    out = tmp / f"{label}.json"
+    cmd = [sys.executable, "-m", "pytest", str(HERE / "test_bench_generate.py"), "-q", "-k", select,
            "--benchmark-enable", "--benchmark-only", f"--benchmark-json={out}", "--benchmark-columns=median,iqr,rounds"]
-    print(f"== {engine}: {' '.join(cmd[1:])}", flush=True)
-    subprocess.run(cmd, check=True, cwd=ROOT)
-    return json.loads(out.read_text())["benchmarks"]
+    print(f"== {label}: {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd[1:])}", flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, **env})
+    benches = json.loads(out.read_text())["benchmarks"]
+    for b in benches:
+        b["extra_info"]["engine"] = label
+    return benches
+
+
+def run_profile(env: dict, reps: int, tmp: Path) -> dict:
+    out = tmp / f"profile{len(env)}.json"
+    print(f"== profile_decode.py {env or ''}", flush=True)
+    subprocess.run([sys.executable, str(HERE / "profile_decode.py"), "--reps", str(reps), "--json", str(out)],
+                   check=True, cwd=ROOT, env={**os.environ, **env})
+    return json.loads(out.read_text())
 
 
 def machine() -> dict:
@@ -52,7 +68,7 @@ def machine() -> dict:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/decoding.md"))
-    p.add_argument("--engines", default=",".join(ENGINES), help="comma-separated subset (for a quick check)")
+    p.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated subset of {', '.join(ENGINES)}")
     p.add_argument("--no-profile", action="store_true")
     args = p.parse_args(argv)
     start, load0 = time.time(), os.getloadavg()
@@ -61,16 +77,12 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for engine in args.engines.split(","):
             benches += run_engine(engine, Path(tmp))
-        profile = None
-        if not args.no_profile:
-            print("== profile_decode.py", flush=True)
-            subprocess.run([sys.executable, str(HERE / "profile_decode.py"), "--json", f"{tmp}/profile.json"], check=True, cwd=ROOT)
-            profile = json.loads(Path(tmp, "profile.json").read_text())
+        profiles = [] if args.no_profile else [run_profile(PASSIVE, 3, Path(tmp)), run_profile({}, 1, Path(tmp))]
     meta = dict(machine(), date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
                 command=" ".join(([f"SEQJIT_BENCH_ROUNDS={os.environ['SEQJIT_BENCH_ROUNDS']}"] if "SEQJIT_BENCH_ROUNDS" in os.environ else [])
                                  + [COMMAND] + sys.argv[1:]),
                 minutes=(time.time() - start) / 60, load=(load0, os.getloadavg()))
-    text = render(benches, profile, meta)
+    text = render(benches, profiles, meta)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)

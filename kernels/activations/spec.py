@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from seqjit.kernels import _checks
 
 #: activation name -> the integer code the kernels switch on

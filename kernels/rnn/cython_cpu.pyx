@@ -207,7 +207,7 @@ cdef void _steps(const real *xp, const real *w_hh, const real *bx, const real *b
     cdef int tid = sj_thread_num(), nth = sj_num_threads()
     cdef long nblocks = (H + UNITS - 1) // UNITS
     cdef long blk0 = nblocks * tid // nth, blk1 = nblocks * (tid + 1) // nth
-    cdef long GH = G * H, nact = B, s, blk, j0, j1, g, i, row, t
+    cdef long GH = G * H, nact = B, s, q, blk, j0, j1, g, i, row, t
     cdef real *hsrc
     cdef real *hdst
     for s in range(nsteps):
@@ -215,7 +215,10 @@ cdef void _steps(const real *xp, const real *w_hh, const real *bx, const real *b
             nact -= 1
         hsrc = hs + (s % 2) * B * H
         hdst = hs + (1 - s % 2) * B * H
-        for blk in range(blk0, blk1):
+        for q in range(blk1 - blk0):
+            # zig-zag: odd steps walk the blocks backwards, so the W_hh rows used last (still in this
+            # core's L2) are the first ones needed again
+            blk = blk0 + q if s % 2 == 0 else blk1 - 1 - q
             j0 = blk * UNITS
             j1 = min(H, j0 + UNITS)
             for g in range(G):

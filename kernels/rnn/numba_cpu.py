@@ -11,7 +11,7 @@ Rows are processed sorted by length, so the rows still running at step s are a p
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import get_num_threads, njit, prange
 
 from . import _driver, spec
 from ._nbmath import sigmoid, tanh
@@ -76,8 +76,9 @@ def _row1(w, r, hs, src, nact, hh, c):
 
 
 @njit(parallel=True, fastmath=_FM, cache=True)
-def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm, out, col, h_fin, c_fin):
-    """One layer and direction; see :mod:`._driver` for the arguments."""
+def _layer_jit(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm, out, col, h_fin, c_fin,
+               workers):
+    """One layer and direction on ``workers`` threads; see :mod:`._driver` for the other arguments."""
     B, H = h_init.shape
     gates = w_hh.shape[0] // H
     T = x2d.shape[0] // B if B else 0
@@ -98,59 +99,72 @@ def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reve
         hs[0, i] = h_init[order[i]]
         cs[i] = c_init[order[i]]
     nblocks = (H + _UNITS - 1) // _UNITS
+    nth = max(1, min(workers, nblocks))
     nact = B
     for s in range(nsteps):
         while nact > 0 and lens[nact - 1] <= s:
             nact -= 1
         src = s % 2
         dst = 1 - src
-        for blk in prange(nblocks):
-            j0 = blk * _UNITS
-            j1 = min(H, j0 + _UNITS)
-            for g in range(gates):  # hidden GEMM for this block's rows of every gate
-                j = j0
-                while j + 4 <= j1:
-                    _rows4(w_hh, g * H + j, hs, src, nact, hh, g * H + j)
-                    j += 4
-                while j < j1:
-                    _row1(w_hh, g * H + j, hs, src, nact, hh, g * H + j)
-                    j += 1
-            n = j1 - j0
-            for i in range(nact):  # fused gate math on the same units
-                row = order[i]
-                t = lens[i] - 1 - s if reverse else s
-                # views starting at the block's first unit: loops over range(n) vectorise (no
-                # negative-index handling on the indices)
-                xr = t * B + row
-                k1, k2, k3 = H + j0, 2 * H + j0, 3 * H + j0
-                xa, xb, xc = xp[xr, j0:j1], xp[xr, k1 : k1 + n], xp[xr, k2 : k2 + n]
-                ha, hb, hc = hh[i, j0:j1], hh[i, k1 : k1 + n], hh[i, k2 : k2 + n]
-                ba, bb, bc = bx[j0:j1], bx[k1 : k1 + n], bx[k2 : k2 + n]
-                ca, cb, cc = bh[j0:j1], bh[k1 : k1 + n], bh[k2 : k2 + n]
-                h_old, h_new, o = hs[src, i, j0:j1], hs[dst, i, j0:j1], out[t, row, col + j0 : col + j1]
-                if lstm:
-                    xd, hd, bd, cd = xp[xr, k3 : k3 + n], hh[i, k3 : k3 + n], bx[k3 : k3 + n], bh[k3 : k3 + n]
-                    c = cs[i, j0:j1]
-                    for q in range(n):  # gates i, f, g, o
-                        ig = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
-                        fg = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
-                        gg = tanh(xc[q] + bc[q] + hc[q] + cc[q])
-                        og = sigmoid(xd[q] + bd[q] + hd[q] + cd[q])
-                        cv = fg * c[q] + ig * gg
-                        c[q] = cv
-                        h_new[q] = og * tanh(cv)
-                else:
-                    for q in range(n):  # gates r, z, n
-                        r = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
-                        z = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
-                        nv = tanh(xc[q] + bc[q] + r * (hc[q] + cc[q]))
-                        h_new[q] = nv + z * (h_old[q] - nv)
-                for q in range(n):
-                    o[q] = h_new[q]
+        for tid in prange(nth):  # each worker owns the same contiguous blocks every step
+            first = nblocks * tid // nth
+            last = nblocks * (tid + 1) // nth
+            for q in range(last - first):
+                # zig-zag: odd steps walk the blocks backwards, so the W_hh rows used last (still in
+                # this core's L2) are the first ones needed again
+                blk = first + q if src == 0 else last - 1 - q
+                j0 = blk * _UNITS
+                j1 = min(H, j0 + _UNITS)
+                for g in range(gates):  # hidden GEMM for this block's rows of every gate
+                    j = j0
+                    while j + 4 <= j1:
+                        _rows4(w_hh, g * H + j, hs, src, nact, hh, g * H + j)
+                        j += 4
+                    while j < j1:
+                        _row1(w_hh, g * H + j, hs, src, nact, hh, g * H + j)
+                        j += 1
+                n = j1 - j0
+                for i in range(nact):  # fused gate math on the same units
+                    row = order[i]
+                    t = lens[i] - 1 - s if reverse else s
+                    # views starting at the block's first unit: loops over range(n) vectorise (no
+                    # negative-index handling on the indices)
+                    xr = t * B + row
+                    k1, k2, k3 = H + j0, 2 * H + j0, 3 * H + j0
+                    xa, xb, xc = xp[xr, j0:j1], xp[xr, k1 : k1 + n], xp[xr, k2 : k2 + n]
+                    ha, hb, hc = hh[i, j0:j1], hh[i, k1 : k1 + n], hh[i, k2 : k2 + n]
+                    ba, bb, bc = bx[j0:j1], bx[k1 : k1 + n], bx[k2 : k2 + n]
+                    ca, cb, cc = bh[j0:j1], bh[k1 : k1 + n], bh[k2 : k2 + n]
+                    h_old, h_new, o = hs[src, i, j0:j1], hs[dst, i, j0:j1], out[t, row, col + j0 : col + j1]
+                    if lstm:
+                        xd, hd, bd, cd = xp[xr, k3 : k3 + n], hh[i, k3 : k3 + n], bx[k3 : k3 + n], bh[k3 : k3 + n]
+                        c = cs[i, j0:j1]
+                        for q in range(n):  # gates i, f, g, o
+                            ig = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
+                            fg = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
+                            gg = tanh(xc[q] + bc[q] + hc[q] + cc[q])
+                            og = sigmoid(xd[q] + bd[q] + hd[q] + cd[q])
+                            cv = fg * c[q] + ig * gg
+                            c[q] = cv
+                            h_new[q] = og * tanh(cv)
+                    else:
+                        for q in range(n):  # gates r, z, n
+                            r = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
+                            z = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
+                            nv = tanh(xc[q] + bc[q] + r * (hc[q] + cc[q]))
+                            h_new[q] = nv + z * (h_old[q] - nv)
+                    for q in range(n):
+                        o[q] = h_new[q]
     for i in range(B):  # a row's final state sits in the buffer its own last step wrote
         last = 0 if lens[i] == 0 else 1 - (lens[i] - 1) % 2
         h_fin[order[i]] = hs[last, i]
         c_fin[order[i]] = cs[i]
+
+
+def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm, out, col, h_fin, c_fin):
+    """One layer and direction; see :mod:`._driver` for the arguments."""
+    _layer_jit(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm, out, col, h_fin, c_fin,
+               get_num_threads())
 
 
 def gru(x, params, *, h0=None, lengths=None, batch_first=False):
