@@ -14,6 +14,12 @@ The names below are imported on first use, so ``import seqjit`` stays fast (no N
 from __future__ import annotations
 
 import importlib
+import os
+
+# OpenMP worker threads that spin after a parallel region steal the cores BLAS threads need next:
+# on 2 cores that made a decoder step 10-40x slower. Sleeping workers cost microseconds to wake.
+# Set before any OpenMP runtime loads; a value the user set wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"
 
