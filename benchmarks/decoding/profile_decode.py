@@ -1,8 +1,8 @@
 """Where seqjit's greedy Marian decode spends its time, and how far it is from the memory floor.
 
-    python benchmarks/decoding/profile_decode.py [--json out.json] [--reps 3] [--threads 2]
+    python benchmarks/decoding/profile_decode.py [--json out.json] [--reps 3] [--threads 2] [--batches 1,16]
 
-For batch 1 and 16 (20-token sources, exactly 20 new tokens, 2 threads):
+For batch 1 and 16 (by default; 20-token sources, exactly 20 new tokens, 2 threads):
 
 - ``wall``: median unprofiled ``generate`` time;
 - one run under :func:`seqjit.graph.profile` with ``model.encode``/``model.step`` timed too, split
@@ -13,7 +13,8 @@ For batch 1 and 16 (20-token sources, exactly 20 new tokens, 2 threads):
 - the fixed cost of a step: the same 6+6-layer graph with tiny sizes (d_model 64, vocab 128),
   whose kernels do next to nothing;
 - the cost of switching between Numba's and BLAS's thread pools (:func:`pool_switch`);
-- this machine's memory bandwidth (numpy copy of a 512 MB array; a 512 MB sum, 1 and 2 threads),
+- this machine's memory bandwidth (numpy copy of a 512 MB array; a 512 MB sum, 1 and 2 threads; a
+  512 MB GEMV),
   peak GEMM rate, and the resulting floors per step: weights read per step / read bandwidth, and
   at batch 16 also 2 * batch * parameters / GEMM rate.
 """
@@ -128,7 +129,13 @@ def tiny_step_cost(reps: int) -> dict:
 
 
 def bandwidth(reps: int = 3) -> dict:
-    """GB/s: numpy copy of 512 MB (read + write counted), and a 512 MB read (sum), 1 and 2 threads."""
+    """GB/s: numpy copy of 512 MB (read + write counted), a 512 MB read (sum, 1 and 2 threads), and
+    a BLAS GEMV over a 512 MB [512, 262144] matrix (x @ A, 2 threads: the streaming read a step needs)."""
+    x, A = np.ones(512, np.float32), np.ones((512, 1 << 18), np.float32)
+    y = np.empty(A.shape[1], np.float32)
+    np.dot(x, A, out=y)
+    res = {"gemv_2t": A.nbytes / min(_timed(lambda: np.dot(x, A, out=y)) for _ in range(reps)) / 1e9}
+    del A
     a = np.ones(128 << 20, np.float32)
     b = np.empty_like(a)
     half = a.size // 2
@@ -136,7 +143,7 @@ def bandwidth(reps: int = 3) -> dict:
     def two(fn):
         with ThreadPoolExecutor(2) as ex:
             list(ex.map(fn, (slice(0, half), slice(half, None))))
-    res = {}
+
     for name, fn, moved in (
         ("copy_1t", lambda: np.copyto(b, a), 2 * a.nbytes),
         ("copy_2t", lambda: two(lambda s: np.copyto(b[s], a[s])), 2 * a.nbytes),
@@ -186,13 +193,15 @@ def main(argv=None) -> dict:
     p.add_argument("--json", help="write the results here")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--threads", type=int, default=w.THREADS, help="for diagnosis; the report uses 2")
+    p.add_argument("--batches", default="1,16", help="comma-separated batch sizes to profile")
     args = p.parse_args(argv)
     import seqjit
 
     w.set_threads()
     seqjit.set_num_threads(args.threads)
     model = seqjit.convert.from_hf(w.prepare_marian() / "hf")
-    res = dict(batches=[breakdown(model, b, args.reps) for b in (1, 16)], tiny_step_ms=tiny_step_cost(args.reps),
+    batches = [int(b) for b in args.batches.split(",")]
+    res = dict(batches=[breakdown(model, b, args.reps) for b in batches], tiny_step_ms=tiny_step_cost(args.reps),
                bandwidth_GBps=bandwidth(), gemm_GFLOPs=gemm_gflops(), pool_switch_us=pool_switch())
     res["omp_wait_policy"] = os.environ.get("OMP_WAIT_POLICY", "")
     res["step_weight_MB"] = step_weight_bytes(model) / 1e6

@@ -99,13 +99,14 @@ def profile_section(profiles) -> list:
 
 def floor_section(p) -> list:
     bw, gemm = p["bandwidth_GBps"], p["gemm_GFLOPs"]
-    read = max(bw["read_1t"], bw["read_2t"])
+    read = max(bw["read_1t"], bw["read_2t"], bw["gemv_2t"])
     floor_ms = p["step_weight_MB"] / read
     b1, b16 = p["batches"]
     compute_ms = 2 * 16 * p["step_params_M"] * 1e6 / (gemm * 1e9) * 1e3
     return ["### Distance to the floor", "",
             f"Memory bandwidth (numpy, 512 MB): copy {bw['copy_1t']:.1f} GB/s (1 thread), {bw['copy_2t']:.1f} GB/s (2 threads), "
-            f"read+write counted; read (sum) {bw['read_1t']:.1f} / {bw['read_2t']:.1f} GB/s. GEMM 1024^3: {gemm:.0f} GFLOP/s (2 threads).", "",
+            f"read+write counted; read (sum) {bw['read_1t']:.1f} / {bw['read_2t']:.1f} GB/s; GEMV x @ A over 512 MB {bw['gemv_2t']:.1f} GB/s "
+            f"(2 threads). GEMM 1024^3: {gemm:.0f} GFLOP/s (2 threads).", "",
             f"Weights read per step: {p['step_weight_MB']:.0f} MB ({p['step_params_M']:.1f} M parameters: decoder layers without "
             f"the cross K/V projections, output projection). Floor at {read:.1f} GB/s: **{floor_ms:.2f} ms/step** "
             f"({1e3 / floor_ms:.0f} tok/s at batch 1); measured (OMP_WAIT_POLICY {p['omp_wait_policy'] or 'unset'}) "

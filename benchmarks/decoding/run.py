@@ -48,11 +48,11 @@ def run_engine(label: str, tmp: Path) -> list:
     return benches
 
 
-def run_profile(env: dict, reps: int, tmp: Path) -> dict:
+def run_profile(env: dict, reps: int, batches: str, tmp: Path) -> dict:
     out = tmp / f"profile{len(env)}.json"
-    print(f"== profile_decode.py {env or ''}", flush=True)
-    subprocess.run([sys.executable, str(HERE / "profile_decode.py"), "--reps", str(reps), "--json", str(out)],
-                   check=True, cwd=ROOT, env={**os.environ, **env})
+    cmd = [sys.executable, str(HERE / "profile_decode.py"), "--reps", str(reps), "--batches", batches, "--json", str(out)]
+    print(f"== {' '.join(f'{k}={v}' for k, v in env.items())} {' '.join(cmd[1:])}", flush=True)
+    subprocess.run(cmd, check=True, cwd=ROOT, env={**os.environ, **env})
     return json.loads(out.read_text())
 
 
@@ -77,7 +77,7 @@ def main(argv=None) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for engine in args.engines.split(","):
             benches += run_engine(engine, Path(tmp))
-        profiles = [] if args.no_profile else [run_profile(PASSIVE, 3, Path(tmp)), run_profile({}, 1, Path(tmp))]
+        profiles = [] if args.no_profile else [run_profile(PASSIVE, 3, "1,16", Path(tmp)), run_profile({}, 1, "1", Path(tmp))]
     meta = dict(machine(), date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
                 command=" ".join(([f"SEQJIT_BENCH_ROUNDS={os.environ['SEQJIT_BENCH_ROUNDS']}"] if "SEQJIT_BENCH_ROUNDS" in os.environ else [])
                                  + [COMMAND] + sys.argv[1:]),

@@ -4,8 +4,8 @@ exactly 20 generated tokens per source. Run one engine per process (see run.py):
 
     python -m pytest benchmarks/decoding/test_bench_generate.py --benchmark-enable --benchmark-only -q -k seqjit
 
-Each test times ``generate`` on the whole batch (pedantic rounds after two untimed warm-up calls,
-the first compiles Numba and makes seqjit's plans) and stores the generated ids in
+Each test times ``generate`` on the whole batch (pedantic rounds after an untimed warm-up call,
+which compiles Numba and makes seqjit's plans) and stores the generated ids in
 ``extra_info['ids']`` so the driver can check that the engines agree. Rounds: $SEQJIT_BENCH_ROUNDS
 (default 10) at batch 1, half as many at batch 16, fewer (at least 3) when they would take more
 than BUDGET_S seconds.
@@ -22,7 +22,7 @@ import workload as w  # noqa: E402
 
 BATCHES = [1, 16]
 ROUNDS = int(os.environ.get("SEQJIT_BENCH_ROUNDS", "10"))
-BUDGET_S = 15.0  # timed seconds per test at most, as long as it gets 3 rounds
+BUDGET_S = 10.0  # timed seconds per test at most, as long as it gets 3 rounds
 _ENGINES: dict = {}
 
 
@@ -41,9 +41,8 @@ def _bench(benchmark, run, srcs, group, **info):
     batch = len(srcs)
     benchmark.group = group
     benchmark.extra_info.update(info, batch=batch, new_tokens=w.NEW_TOKENS, src_len=w.SRC_LEN, threads=w.THREADS)
-    run(srcs)  # warm-up: compiles Numba, makes seqjit's plans
     t0 = time.perf_counter()
-    run(srcs)  # warm-up too; sizes the rounds so that a slow engine stays within BUDGET_S
+    run(srcs)  # warm-up (compiles Numba, makes seqjit's plans); sizes the rounds to keep a slow engine within BUDGET_S
     rounds = min(ROUNDS if batch == 1 else max(3, ROUNDS // 2), max(3, int(BUDGET_S / (time.perf_counter() - t0))))
     ids = benchmark.pedantic(run, args=(srcs,), rounds=rounds, iterations=1, warmup_rounds=0)
     assert [len(x) for x in ids] == [w.NEW_TOKENS] * batch, "every engine must generate exactly NEW_TOKENS tokens"
