@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""Cython CPU additive_attention: ``W_q s`` for the whole batch as one BLAS GEMM, then batch rows in
-parallel (OpenMP), each doing its scores, a masked softmax and the weighted sum of its keys. The score
-``v . tanh(q + keys_proj[b, j])`` is a small C kernel with an ``omp simd`` reduction (compiled for
+"""Cython CPU additive_attention: batch rows in parallel (OpenMP), each doing ``W_q s``, its scores, a
+masked softmax and the weighted sum of its keys (no BLAS: one thread pool; small calls run on one
+thread, see ``seqjit.kernels.rnn._driver.workers``). The dot products and the score
+``v . tanh(q + keys_proj[b, j])`` are small C kernels with ``omp simd`` reductions (compiled for
 AVX-512/AVX2/baseline on GCC/x86-64 Linux); float32 tanh is Eigen's rational approximation (max 4.4
 ulp), float64 uses libm."""
 import numpy as np
@@ -9,9 +10,8 @@ import numpy as np
 from libc.math cimport exp, INFINITY
 from libc.stdint cimport int64_t
 from cython.parallel cimport prange
-from scipy.linalg.cython_blas cimport sgemm, dgemm
 
-from seqjit.kernels._threads import get_num_threads
+from seqjit.kernels.rnn._driver import workers
 from . import spec
 
 cdef extern from *:
@@ -56,20 +56,41 @@ cdef extern from *:
         for (long a = 0; a < n; a++) e += v[a] * tanh(q[a] + k[a]);
         return e;
     }
+    /* x . y over n elements */
+    SJA_CLONES static float sja_dot_f(const float *x, const float *y, long n) {
+        float e = 0;
+        SJA_PRAGMA(omp simd reduction(+:e))
+        for (long a = 0; a < n; a++) e += x[a] * y[a];
+        return e;
+    }
+    SJA_CLONES static double sja_dot_d(const double *x, const double *y, long n) {
+        double e = 0;
+        SJA_PRAGMA(omp simd reduction(+:e))
+        for (long a = 0; a < n; a++) e += x[a] * y[a];
+        return e;
+    }
     """
     float sja_score_f(const float *v, const float *q, const float *k, long n) noexcept nogil
     double sja_score_d(const double *v, const double *q, const double *k, long n) noexcept nogil
+    float sja_dot_f(const float *x, const float *y, long n) noexcept nogil
+    double sja_dot_d(const double *x, const double *y, long n) noexcept nogil
 
 ctypedef fused real:
     float
     double
 
 
-cdef void _row(const real[:, ::1] qp, const real[:, :, ::1] keys_proj, const real[:, :, ::1] keys,
-               const real[::1] v, long b, long n, real[:, ::1] context, real[:, ::1] weights) noexcept nogil:
-    cdef long L = keys_proj.shape[1], A = keys_proj.shape[2], Dk = keys.shape[2], j, d
+cdef void _row(const real[:, ::1] query, const real[:, ::1] w_q, real[:, ::1] qp, const real[:, :, ::1] keys_proj,
+               const real[:, :, ::1] keys, const real[::1] v, long b, long n, real[:, ::1] context,
+               real[:, ::1] weights) noexcept nogil:
+    cdef long L = keys_proj.shape[1], A = keys_proj.shape[2], Dq = query.shape[1], Dk = keys.shape[2], j, d, a
     cdef double top = -INFINITY, total = 0.0
     cdef real e, w
+    for a in range(A):  # qp[b] = w_q @ query[b]
+        if real is float:
+            qp[b, a] = sja_dot_f(&w_q[a, 0], &query[b, 0], Dq)
+        else:
+            qp[b, a] = sja_dot_d(&w_q[a, 0], &query[b, 0], Dq)
     for j in range(n):
         if real is float:
             e = sja_score_f(&v[0], &qp[b, 0], &keys_proj[b, j, 0], A)
@@ -99,18 +120,9 @@ cdef void _row(const real[:, ::1] qp, const real[:, :, ::1] keys_proj, const rea
 cdef void _attend(const real[:, ::1] query, const real[:, :, ::1] keys_proj, const real[:, :, ::1] keys,
                   const real[:, ::1] w_q, const real[::1] v, const int64_t[::1] lengths,
                   real[:, ::1] qp, real[:, ::1] context, real[:, ::1] weights, int threads) noexcept nogil:
-    cdef int B = <int>query.shape[0], Dq = <int>query.shape[1], A = <int>w_q.shape[0]
-    cdef real one = 1, zero = 0
     cdef long b
-    # row-major qp[B, A] = query[B, Dq] @ w_q[A, Dq].T
-    if A == 0 or Dq == 0:
-        pass
-    elif real is float:
-        sgemm(b"T", b"N", &A, &B, &Dq, &one, <float *>&w_q[0, 0], &Dq, <float *>&query[0, 0], &Dq, &zero, &qp[0, 0], &A)
-    else:
-        dgemm(b"T", b"N", &A, &B, &Dq, &one, <double *>&w_q[0, 0], &Dq, <double *>&query[0, 0], &Dq, &zero, &qp[0, 0], &A)
-    for b in prange(B, schedule="static", num_threads=threads):
-        _row(qp, keys_proj, keys, v, b, lengths[b], context, weights)
+    for b in prange(query.shape[0], schedule="static", num_threads=threads):
+        _row(query, w_q, qp, keys_proj, keys, v, b, lengths[b], context, weights)
 
 
 def additive_attention(query, keys_proj, keys, w_q, v, *, lengths=None):
@@ -119,8 +131,8 @@ def additive_attention(query, keys_proj, keys, w_q, v, *, lengths=None):
     B, L, A = p.keys_proj.shape
     if B == 0:
         return p.context, p.weights
-    qp = np.zeros((B, max(A, 1)), p.query.dtype)  # stays zero when A or Dq is 0 (no GEMM then)
-    cdef int threads = get_num_threads()
+    qp = np.empty((B, max(A, 1)), p.query.dtype)
+    cdef int threads = workers(B * (A * p.query.shape[1] + L * (A + p.keys.shape[2])))
     if p.query.dtype == np.float32:
         _attend[float](p.query, p.keys_proj, p.keys, p.w_q, p.v, p.lengths, qp, p.context, p.weights, threads)
     else:

@@ -1,7 +1,8 @@
 """The CPU backends' shared plumbing: layers and directions in Python, each one a single kernel call.
 
 A backend supplies ``layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse,
-lstm, out, col, h_fin, c_fin)``, which runs one layer and direction entirely in compiled code:
+lstm, out, col, h_fin, c_fin, workers)``, which runs one layer and direction entirely in compiled code
+on ``workers`` threads:
 
 - ``x2d`` ``[T*B, I]`` time-major input rows; ``w_ih`` ``[G*H, I]``, ``w_hh`` ``[G*H, H]``;
 - ``bx``/``bh`` ``[G*H]``: the biases added to the input and to the hidden projection;
@@ -14,7 +15,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqjit.kernels._threads import get_num_threads
+
 from . import spec
+
+#: below this many multiply-adds a layer or cell runs on one thread: waking a second thread costs
+#: more than it saves on small work (and on a busy machine it can cost a scheduler time slice)
+PARALLEL_MIN_MACS = 1 << 22
+
+
+def workers(macs: int) -> int:
+    """Threads for a kernel call of ``macs`` multiply-adds."""
+    return get_num_threads() if macs >= PARALLEL_MIN_MACS else 1
 
 
 def run_sequence(seq: spec.Sequence, layer):
@@ -36,8 +48,9 @@ def run_sequence(seq: spec.Sequence, layer):
             c_fin = seq.c_n[idx] if lstm else np.empty((B, H), dtype)
             bx, bh = spec.gate_biases(w.w_hh, w.b_ih, w.b_hh, dtype)
             x2d = layer_in.reshape(T * B, layer_in.shape[2])
+            macs = T * B * w.w_hh.shape[0] * (x2d.shape[1] + H)
             layer(x2d, w.w_ih, w.w_hh, bx, bh, h_init, c_init, seq.lengths, order, nsteps, d == 1, lstm,
-                  layer_out, d * H, seq.h_n[idx], c_fin)
+                  layer_out, d * H, seq.h_n[idx], c_fin, workers(macs))
         layer_in = layer_out
     return seq.result()
 
@@ -53,6 +66,7 @@ def run_cell(cell: spec.Cell, layer, lstm: bool):
     bx, bh = spec.gate_biases(cell.w_hh, cell.b_ih, cell.b_hh, dtype)
     ones = np.ones(B, np.int64)
     order = np.arange(B, dtype=np.int64)
+    macs = B * cell.w_hh.shape[0] * (cell.x.shape[1] + H)
     layer(cell.x, cell.w_ih, cell.w_hh, bx, bh, h, c, ones, order, 1 if B else 0, False, lstm,
-          cell.h_out.reshape(1, B, H), 0, cell.h_out, c_fin)
+          cell.h_out.reshape(1, B, H), 0, cell.h_out, c_fin, workers(macs))
     return cell.h_out if not lstm else (cell.h_out, cell.c_out)

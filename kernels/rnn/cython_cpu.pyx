@@ -1,11 +1,12 @@
 # cython: language_level=3
 """Cython CPU gru / lstm / gru_cell / lstm_cell.
 
-Per layer and direction one call (:func:`_layer`): the input projection of every step as one BLAS
-GEMM (scipy's cython_blas), then the whole time loop inside ONE OpenMP parallel region. Each thread
-owns a fixed range of hidden-unit blocks for the whole sequence (the same rows of W_hh every step);
-per step it computes those rows of ``h @ W_hh.T`` with a 4x4 register-blocked dot-product kernel,
-applies the fused gate math to its units, and meets the other threads at one barrier. The two inner
+Per layer and direction one call (:func:`_layer`) runs inside ONE OpenMP parallel region: each thread
+computes its tiles of the input projection of every step (then one barrier), then runs the whole time
+loop on a fixed range of hidden-unit blocks (the same rows of W_hh every step, walked backwards on odd
+steps so the rows used last, still in its L2, come first): per step it computes those rows of
+``h @ W_hh.T``, applies the fused gate math to its units, and meets the other threads at one barrier.
+Both GEMMs use a 4x4 register-blocked dot-product kernel (no BLAS: one thread pool). The two inner
 kernels are small C functions (``omp simd`` loops, compiled for AVX-512/AVX2/baseline and picked at
 load time on GCC/x86-64 Linux): Cython cannot express vectorised float reductions without fast-math.
 float32 uses a rational tanh approximation (max 4.4 ulp, see ``_nbmath.py``); float64 uses libm.
@@ -14,9 +15,7 @@ import numpy as np
 
 from libc.stdint cimport int64_t
 from cython.parallel cimport parallel
-from scipy.linalg.cython_blas cimport sgemm, dgemm
 
-from seqjit.kernels._threads import get_num_threads
 from . import _driver, spec
 
 cdef extern from *:
@@ -164,7 +163,8 @@ ctypedef fused real:
     double
 
 cdef enum:
-    UNITS = 16  # hidden units per work block
+    UNITS = 64  # hidden units (and weight rows of the input projection) per work block
+    TILE_ROWS = 128  # input rows per tile of the input projection
 
 
 cdef inline void _rows(const real *w, long K, const real *h, long nb, real *hh, long ldhh, long nrows) noexcept nogil:
@@ -200,11 +200,20 @@ cdef inline void _lstm_units(const real *xg, const real *hg, const real *bx, con
         sj_lstm_units_d(xg, hg, bx, bh, c, h_new, o, H, j0, j1)
 
 
+cdef void _project(const real *x, const real *w, real *xp, long M, long N, long K, int tid, int nth) noexcept nogil:
+    """This thread's tiles (UNITS weight rows x TILE_ROWS input rows) of ``xp[M, N] = x[M, K] @ w[N, K].T``."""
+    cdef long ntn = (N + UNITS - 1) // UNITS, ntm = (M + TILE_ROWS - 1) // TILE_ROWS, tile = tid, n0, m0
+    while tile < ntn * ntm:
+        n0 = (tile % ntn) * UNITS
+        m0 = (tile // ntn) * TILE_ROWS
+        _rows(w + n0 * K, K, x + m0 * K, min(M, m0 + TILE_ROWS) - m0, xp + m0 * N + n0, N, min(N, n0 + UNITS) - n0)
+        tile += nth
+
+
 cdef void _steps(const real *xp, const real *w_hh, const real *bx, const real *bh, real *hs, real *cs, real *hh,
                  const int64_t *lens, const int64_t *order, long B, long H, long G, long nsteps, bint reverse,
-                 bint lstm, real *out, long ldo, long col) noexcept nogil:
+                 bint lstm, real *out, long ldo, long col, int tid, int nth) noexcept nogil:
     """The time loop, run by every thread of the parallel region on its own blocks of hidden units."""
-    cdef int tid = sj_thread_num(), nth = sj_num_threads()
     cdef long nblocks = (H + UNITS - 1) // UNITS
     cdef long blk0 = nblocks * tid // nth, blk1 = nblocks * (tid + 1) // nth
     cdef long GH = G * H, nact = B, s, q, blk, j0, j1, g, i, row, t
@@ -235,13 +244,15 @@ cdef void _steps(const real *xp, const real *w_hh, const real *bx, const real *b
         sj_barrier()
 
 
-cdef void _gemm_nt(const real *a, const real *b, real *c, int m, int n, int k) noexcept nogil:
-    """Row-major ``c[m, n] = a[m, k] @ b[n, k].T`` with BLAS."""
-    cdef real one = 1, zero = 0
-    if real is float:
-        sgemm(b"T", b"N", &n, &m, &k, &one, <float *>b, &k, <float *>a, &k, &zero, c, &n)
-    else:
-        dgemm(b"T", b"N", &n, &m, &k, &one, <double *>b, &k, <double *>a, &k, &zero, c, &n)
+cdef void _run(const real *x, const real *w_ih, real *xp, long M, long K, const real *w_hh, const real *bx,
+               const real *bh, real *hs, real *cs, real *hh, const int64_t *lens, const int64_t *order, long B,
+               long H, long G, long nsteps, bint reverse, bint lstm, real *out, long ldo, long col) noexcept nogil:
+    """Everything one thread of the parallel region does: its share of the input projection, then the
+    time loop on its own hidden units."""
+    cdef int tid = sj_thread_num(), nth = sj_num_threads()
+    _project(x, w_ih, xp, M, G * H, K, tid, nth)
+    sj_barrier()
+    _steps(xp, w_hh, bx, bh, hs, cs, hh, lens, order, B, H, G, nsteps, reverse, lstm, out, ldo, col, tid, nth)
 
 
 cdef void _layer_typed(const real[:, ::1] x2d, const real[:, ::1] w_ih, const real[:, ::1] w_hh,
@@ -249,7 +260,7 @@ cdef void _layer_typed(const real[:, ::1] x2d, const real[:, ::1] w_ih, const re
                        const real[:, ::1] c_init, const int64_t[::1] lengths, const int64_t[::1] order,
                        long nsteps, bint reverse, bint lstm, real[:, :, ::1] out, long col,
                        real[:, ::1] h_fin, real[:, ::1] c_fin, real[:, ::1] xp, real[:, :, ::1] hs,
-                       real[:, ::1] cs, real[:, ::1] hh, int64_t[::1] lens, int threads):
+                       real[:, ::1] cs, real[:, ::1] hh, int64_t[::1] lens, int workers):
     cdef long B = h_init.shape[0], H = h_init.shape[1], GH = w_hh.shape[0]
     cdef long T = out.shape[0], b, t, i, j, last
     with nogil:
@@ -263,15 +274,15 @@ cdef void _layer_typed(const real[:, ::1] x2d, const real[:, ::1] w_ih, const re
                     h_fin[b, j] = h_init[b, j]
                     c_fin[b, j] = c_init[b, j]
             return
-        _gemm_nt(&x2d[0, 0], &w_ih[0, 0], &xp[0, 0], <int>x2d.shape[0], <int>GH, <int>x2d.shape[1])
         for i in range(B):
             lens[i] = lengths[order[i]]
             for j in range(H):
                 hs[0, i, j] = h_init[order[i], j]
                 cs[i, j] = c_init[order[i], j]
-        with parallel(num_threads=threads):
-            _steps(&xp[0, 0], &w_hh[0, 0], &bx[0], &bh[0], &hs[0, 0, 0], &cs[0, 0], &hh[0, 0], &lens[0], &order[0],
-                   B, H, GH // H, nsteps, reverse, lstm, &out[0, 0, 0], out.shape[2], col)
+        with parallel(num_threads=workers):
+            _run(&x2d[0, 0], &w_ih[0, 0], &xp[0, 0], x2d.shape[0], x2d.shape[1], &w_hh[0, 0], &bx[0], &bh[0],
+                 &hs[0, 0, 0], &cs[0, 0], &hh[0, 0], &lens[0], &order[0], B, H, GH // H, nsteps, reverse, lstm,
+                 &out[0, 0, 0], out.shape[2], col)
         for i in range(B):  # a row's final state sits in the buffer its own last step wrote
             last = 0 if lens[i] == 0 else 1 - (lens[i] - 1) % 2
             for j in range(H):
@@ -280,8 +291,8 @@ cdef void _layer_typed(const real[:, ::1] x2d, const real[:, ::1] w_ih, const re
 
 
 def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, long nsteps, bint reverse, bint lstm,
-           out, long col, h_fin, c_fin):
-    """One layer and direction; see :mod:`._driver` for the arguments."""
+           out, long col, h_fin, c_fin, int workers):
+    """One layer and direction on ``workers`` threads; see :mod:`._driver` for the arguments."""
     B, H = h_init.shape
     dtype = x2d.dtype
     xp = np.empty((x2d.shape[0] if nsteps else 1, w_hh.shape[0]), dtype)  # every step's input projection
@@ -289,13 +300,12 @@ def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, long nsteps,
     cs = np.empty((B, H), dtype)
     hh = np.empty((B, w_hh.shape[0]), dtype)  # hidden projection of the current step
     lens = np.empty(B, np.int64)
-    cdef int threads = get_num_threads()
     if dtype == np.float32:
         _layer_typed[float](x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm,
-                            out, col, h_fin, c_fin, xp, hs, cs, hh, lens, threads)
+                            out, col, h_fin, c_fin, xp, hs, cs, hh, lens, workers)
     else:
         _layer_typed[double](x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm,
-                             out, col, h_fin, c_fin, xp, hs, cs, hh, lens, threads)
+                             out, col, h_fin, c_fin, xp, hs, cs, hh, lens, workers)
 
 
 def gru(x, params, *, h0=None, lengths=None, batch_first=False):

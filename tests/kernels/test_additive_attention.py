@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from seqjit import kernels
 from seqjit.kernels.additive_attention import reference as ref
+from seqjit.kernels.rnn import _driver
 
 
 def _torch_attention(query, keys_proj, keys, w_q, v, lengths):
@@ -55,16 +56,19 @@ CPU_SHAPES = [(1, 1, 1, 1, 1), (1, 50, 256, 64, 48), (3, 7, 17, 5, 9), (16, 33, 
 SIM_SHAPES = [(1, 1, 1, 1, 1), (3, 7, 17, 5, 9), (2, 130, 3, 2, 130)]
 
 
-def test_backend_matches_reference(backend, tol, on_simulator):
+def test_backend_matches_reference(backend, tol, on_simulator, monkeypatch):
     f = kernels.get("additive_attention", backend=backend)
     shapes = SIM_SHAPES if backend == "cuda" and on_simulator else CPU_SHAPES
     dtypes = [np.float32] if backend == "cuda" else [np.float32, np.float64]
-    for i, shape in enumerate(shapes):
-        for dtype in dtypes:
-            args, lengths = _case(*shape, dtype=dtype, seed=i)
-            for ln in (None, lengths):
-                for g, w in zip(f(*args, lengths=ln), ref.additive_attention(*args, lengths=ln)):
-                    np.testing.assert_allclose(g, w, **tol(dtype))
+    # CPU calls under _driver.PARALLEL_MIN_MACS run on one thread: also force the parallel path
+    for threshold in [_driver.PARALLEL_MIN_MACS] + ([0] if backend != "cuda" else []):
+        monkeypatch.setattr(_driver, "PARALLEL_MIN_MACS", threshold)
+        for i, shape in enumerate(shapes):
+            for dtype in dtypes:
+                args, lengths = _case(*shape, dtype=dtype, seed=i)
+                for ln in (None, lengths):
+                    for g, w in zip(f(*args, lengths=ln), ref.additive_attention(*args, lengths=ln)):
+                        np.testing.assert_allclose(g, w, **tol(dtype))
 
 
 def test_zero_length_rows_give_zeros(backend):

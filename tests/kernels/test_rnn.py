@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from seqjit import kernels
+from seqjit.kernels.rnn import _driver
 from seqjit.kernels.rnn import reference as ref
 
 MODES = {"gru": torch.nn.GRU, "lstm": torch.nn.LSTM}
@@ -146,15 +147,18 @@ def _case(mode, T, B, I, H, layers, bidir, bias, dtype, seed, lengths="random", 
     return x, _params(m, dtype), h0, c0, lengths
 
 
-# T, B, I, H: batch sizes around the 4-row micro-kernel, hidden sizes around the 4-unit rows and the
-# 16-unit work blocks, K around SIMD widths
-CPU_SHAPES = [(5, 1, 3, 1), (4, 3, 5, 7), (3, 4, 16, 16), (6, 5, 17, 17), (2, 9, 33, 20)]
+# T, B, I, H: batch sizes around the 4-row micro-kernel, hidden sizes around the 4-unit row groups and
+# the 64-unit work blocks (1, 2 and 3 blocks over 2 threads), K around SIMD widths
+CPU_SHAPES = [(5, 1, 3, 1), (4, 3, 5, 7), (3, 4, 16, 16), (6, 5, 17, 17), (2, 9, 33, 20), (3, 6, 8, 65), (2, 2, 5, 130)]
 SIM_SHAPES = [(3, 1, 3, 5), (3, 3, 17, 6)]  # a few blocks on the simulator, crossing the 16-wide tiles
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("layers,bidir,bias", [(1, False, True), (2, True, False)])
-def test_backend_matches_reference(backend, mode, layers, bidir, bias, tol, on_simulator):
+def test_backend_matches_reference(backend, mode, layers, bidir, bias, tol, on_simulator, monkeypatch):
+    # small calls run on one thread (_driver.workers); force the multi-threaded path for half the cases
+    if layers == 2:
+        monkeypatch.setattr(_driver, "PARALLEL_MIN_MACS", 0)
     sim = backend == "cuda" and on_simulator
     shapes = SIM_SHAPES if sim else CPU_SHAPES
     dtypes = [np.float32] if backend == "cuda" else [np.float32, np.float64]
@@ -183,9 +187,10 @@ def test_backend_batch_above_cuda_row_threshold(backend, tol):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_cpu_backends_at_model_size(mode, tol):
-    """H = I = 512 (the benchmark size: whole SIMD vectors, many work blocks), 3 steps, batch 1 and 6."""
+    """H = I = 512 (the benchmark size: whole SIMD vectors, 8 work blocks over the threads, large
+    enough to run multi-threaded), 3 steps, bidirectional, batch 1 and 6."""
     for B in (1, 6):
-        x, p, h0, c0, lengths = _case(mode, 3, B, 512, 512, 1, False, True, np.float32, seed=B)
+        x, p, h0, c0, lengths = _case(mode, 3, B, 512, 512, 1, True, True, np.float32, seed=B)
         want = _run(mode, getattr(ref, mode), x, p, h0, c0, lengths=lengths)
         for backend in ("numba", "cython"):
             got = _run(mode, kernels.get(mode, backend=backend), x, p, h0, c0, lengths=lengths)
@@ -235,15 +240,21 @@ def test_cuda_device_arrays_stay_on_device(backend, tol):
     mode=st.sampled_from(list(MODES)),
     T=st.integers(1, 6), B=st.integers(1, 7), I=st.integers(1, 20), H=st.integers(1, 21),
     layers=st.integers(1, 2), bidir=st.booleans(), bias=st.booleans(), seed=st.integers(0, 2**31),
-    packed=st.booleans(),
+    packed=st.booleans(), parallel=st.booleans(),
 )
-def test_numba_and_cython_match_reference_property(mode, T, B, I, H, layers, bidir, bias, seed, packed):
+def test_numba_and_cython_match_reference_property(mode, T, B, I, H, layers, bidir, bias, seed, packed, parallel):
     x, p, h0, c0, lengths = _case(mode, T, B, I, H, layers, bidir, bias, np.float32, seed % 1000)
     rng = np.random.default_rng(seed)
     lengths = rng.integers(0, T + 1, size=B) if packed else None  # any lengths, 0 included
     want = _run(mode, getattr(ref, mode), x, p, h0, c0, lengths=lengths)
-    for backend in ("numba", "cython"):
-        _assert_close(_run(mode, kernels.get(mode, backend=backend), x, p, h0, c0, lengths=lengths), want, rtol=2e-5, atol=2e-6)
+    threshold = _driver.PARALLEL_MIN_MACS
+    _driver.PARALLEL_MIN_MACS = 0 if parallel else threshold  # also run the multi-threaded path
+    try:
+        for backend in ("numba", "cython"):
+            got = _run(mode, kernels.get(mode, backend=backend), x, p, h0, c0, lengths=lengths)
+            _assert_close(got, want, rtol=2e-5, atol=2e-6)
+    finally:
+        _driver.PARALLEL_MIN_MACS = threshold
 
 
 # ---------------------------------------------------------------- bad input, from every backend
