@@ -55,9 +55,16 @@ BACKENDS: dict[str, str] = {
 #: the order in which the default CPU backend is chosen, per op (fastest first, from
 #: benchmarks/RESULTS.md); ops not listed use _DEFAULT_ORDER.
 _DEFAULT_ORDER = ("numba", "cython", "reference")
+_CYTHON_FIRST = ("cython", "numba", "reference")
 PREFERRED: dict[str, tuple[str, ...]] = {
-    # same speed as Numba (benchmarks/RESULTS.md), no compile wait at start-up
-    "attention": ("cython", "numba", "reference"),
+    # within a few % of Numba (benchmarks/RESULTS.md), and no compile wait at start-up: Numba's cold
+    # first call costs ~5 s (attention, additive attention) to ~13 s (each recurrent op)
+    "attention": _CYTHON_FIRST,
+    "additive_attention": _CYTHON_FIRST,
+    "gru": _CYTHON_FIRST,
+    "lstm": _CYTHON_FIRST,
+    "gru_cell": _CYTHON_FIRST,
+    "lstm_cell": _CYTHON_FIRST,
 }
 
 

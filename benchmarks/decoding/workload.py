@@ -33,9 +33,8 @@ def cache_dir() -> Path:
 
 
 def set_threads() -> None:
+    import seqjit  # first: it sets OMP_WAIT_POLICY=PASSIVE before torch loads the OpenMP runtime
     import torch
-
-    import seqjit
 
     torch.set_num_threads(THREADS)
     seqjit.set_num_threads(THREADS)
