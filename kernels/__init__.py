@@ -65,6 +65,8 @@ PREFERRED: dict[str, tuple[str, ...]] = {
     "lstm": _CYTHON_FIRST,
     "gru_cell": _CYTHON_FIRST,
     "lstm_cell": _CYTHON_FIRST,
+    # computed once per model build (constant-folded): a Numba compile there only delays start-up
+    "sinusoidal_positions": _CYTHON_FIRST,
 }
 
 

@@ -1,26 +1,26 @@
-"""The ``seqjit`` command line (also ``python -m seqjit``)."""
+"""The ``seqjit`` command line (also ``python -m seqjit``).
+
+Each subcommand is a module of :mod:`seqjit.commands` with ``register(subparsers)``, which adds its
+parser and sets ``func(args) -> exit status``. Errors a user can fix (a missing model directory, a
+bad argument) print one ``seqjit: error: ...`` line and exit with status 2.
+"""
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 
+from seqjit.errors import ConfigError, ModelFormatError
 
-def _cmd_demo(args) -> int:
-    from seqjit.demo import run_attention_demo
-
-    return run_attention_demo(length=args.length, heads=args.heads, dim=args.dim, causal=args.causal)
+COMMANDS = ("demo", "g2p", "translate", "convert", "inspect", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="seqjit", description=__doc__)
+    parser = argparse.ArgumentParser(prog="seqjit", description="Framework-free seq2seq inference.")
     parser.add_argument("--threads", type=int, default=None, help="threads for Numba, OpenMP and BLAS (default: all cores)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="blocked attention on a long input beside naive NumPy: time and peak memory")
-    demo.add_argument("--length", type=int, default=4096, help="sequence length (default 4096)")
-    demo.add_argument("--heads", type=int, default=8)
-    demo.add_argument("--dim", type=int, default=64, help="head dimension")
-    demo.add_argument("--causal", action="store_true")
-    demo.set_defaults(func=_cmd_demo)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name in COMMANDS:
+        importlib.import_module(f"seqjit.commands.{name}").register(sub)
     return parser
 
 
@@ -32,9 +32,15 @@ def main(argv: list[str] | None = None) -> int:
         set_num_threads(args.threads)
     try:
         return args.func(args)
-    except (ValueError, TypeError, FileNotFoundError) as exc:
+    except (ValueError, TypeError, OSError, ModelFormatError, ConfigError, ModuleNotFoundError) as exc:
+        if isinstance(exc, BrokenPipeError):  # the reader went away (``seqjit g2p ... | head``): not an error
+            sys.stderr.close()
+            return 0
         print(f"seqjit: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("seqjit: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

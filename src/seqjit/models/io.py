@@ -88,6 +88,7 @@ def write_safetensors(path: Path, tensors: dict, metadata: dict | None = None) -
     meta[_CRC_KEY] = json.dumps({k: _crc(v) for k, v in tensors.items()}, sort_keys=True)
     tmp = path.with_name(path.name + ".tmp")
     save_file(tensors, str(tmp), metadata=meta)
+    os.chmod(tmp, 0o644)  # safetensors creates the file owner-only; a model is data others may read
     os.replace(tmp, path)
 
 

@@ -1,4 +1,4 @@
-"""``python -m seqjit demo``: blocked attention on a long input beside naive NumPy, time and peak memory.
+"""``python -m seqjit demo --kernel``: blocked attention on a long input beside naive NumPy, time and peak memory.
 
 Each engine runs in its own fresh Python process, so its peak memory is its own: after a first call
 (timed, including Numba compilation or cache loading), the process resets its peak resident set
@@ -113,7 +113,7 @@ def run_engine(engine: str, length: int, heads: int, dim: int, causal: bool, sav
 
     env = dict(os.environ, SEQJIT_DEMO_THREADS=str(threads or seqjit.get_num_threads()))
     code = (
-        "import json, sys; from seqjit.demo import measure; "
+        "import json, sys; from seqjit.attention_demo import measure; "
         f"print(json.dumps(measure({engine!r}, {length}, {heads}, {dim}, {causal!r}, {save!r})))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)

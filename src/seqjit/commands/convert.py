@@ -1,0 +1,148 @@
+"""``seqjit convert SRC OUT``: write a seqjit model directory from another format.
+
+- SRC a Hugging Face MarianMT directory (``config.json`` with ``model_type`` + ``model.safetensors``):
+  :func:`seqjit.from_hf`; its tokenizer files (``source.spm``, ``target.spm``, ``vocab.json``,
+  ``target_vocab.json``, ``tokenizer_config.json``) are copied too, so ``seqjit translate`` reads text.
+- SRC a ``.safetensors`` file holding a PyTorch state dict (read with safetensors' NumPy API, never
+  unpickled): :func:`seqjit.from_torch` with ``--arch`` and ``--config`` (a JSON object, inline or
+  in a file) giving what the weights cannot tell.
+
+OUT must not exist or be an empty directory, unless ``--force``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from seqjit.errors import ConfigError, ModelFormatError
+
+TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json",
+                   "special_tokens_map.json")
+
+
+def register(subparsers) -> None:
+    from seqjit.convert import FROM_TORCH
+
+    p = subparsers.add_parser(
+        "convert", help="convert a Hugging Face MarianMT directory or a PyTorch state dict (.safetensors) to a seqjit model",
+        description="Write a seqjit model directory (config.json + model.safetensors) to OUT from SRC: a Hugging Face "
+                    "MarianMT directory (its tokenizer files are copied too), or a .safetensors file holding a PyTorch "
+                    "state dict (give --arch and --config). Nothing is ever unpickled.")
+    p.add_argument("src", metavar="SRC", help="a Hugging Face model directory, or a .safetensors state dict")
+    p.add_argument("out", metavar="OUT", help="the seqjit model directory to write")
+    p.add_argument("--arch", default=None, help=f"architecture of a state dict: {', '.join(sorted(FROM_TORCH))}")
+    p.add_argument("--config", default=None, metavar="JSON_OR_PATH",
+                   help="a state dict's config: a JSON object, inline or in a file (e.g. '{\"nhead\": 8}')")
+    p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
+    p.add_argument("--force", action="store_true", help="write into OUT even when it is not empty")
+    p.set_defaults(func=run)
+
+
+def parse_config(text: str | None) -> dict:
+    """``--config``: a JSON object given inline, or the path of a file holding one."""
+    if text is None:
+        return {}
+    stripped = text.strip()
+    where = "--config"
+    if not stripped.startswith(("{", "[")):
+        path = Path(text)
+        if not path.is_file():
+            raise ValueError(f"--config {text!r} is neither a JSON object nor an existing file")
+        try:
+            stripped = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--config file {path} cannot be read: {exc}") from None
+        where = f"--config file {path}"
+    try:
+        data = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{where} must be a JSON object (name -> value), got {type(data).__name__}")
+    return data
+
+
+def _hf_config(directory: Path):
+    path = directory / "config.json"
+    if not path.is_file():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFormatError(f"{path} is not valid JSON: {exc}") from None
+    return data if isinstance(data, dict) else None
+
+
+def check_out(out: Path, force: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"OUT {out} exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ValueError(f"OUT {out} exists and is not empty; choose another directory or pass --force to write into it")
+
+
+def convert(src, out, *, arch=None, config=None, dtype=None, force=False) -> tuple:
+    """Convert ``src`` into directory ``out``; returns (model, kind, copied tokenizer file names)."""
+    import seqjit
+
+    src, out = Path(src), Path(out)
+    if not src.exists():
+        raise FileNotFoundError(f"{src} does not exist")
+    if src.resolve() == out.resolve():
+        raise ValueError("SRC and OUT are the same path")
+    check_out(out, force)
+    if src.is_dir():
+        data = _hf_config(src)
+        if data is not None and "architecture" in data and "model_type" not in data:
+            raise ValueError(f"{src} is already a seqjit model directory (config.json names architecture "
+                             f"{data['architecture']!r}); copy it instead")
+        if data is None or "model_type" not in data:
+            raise ValueError(f"{src} is neither a Hugging Face model directory (config.json with model_type) nor a "
+                             ".safetensors state dict")
+        if arch is not None or config is not None:
+            raise ValueError("--arch and --config apply to a .safetensors state dict; a Hugging Face directory "
+                             "carries its own config")
+        model = seqjit.from_hf(src, dtype=dtype or "float32")
+        kind = f"Hugging Face {data['model_type']}"
+    elif src.suffix == ".safetensors":
+        if arch is None:
+            from seqjit.convert import FROM_TORCH
+
+            raise ValueError(f"{src} is a state dict: give its architecture with --arch ({', '.join(sorted(FROM_TORCH))})")
+        options = parse_config(config)
+        if dtype is not None:
+            if options.get("dtype", dtype) != dtype:
+                raise ValueError(f"--dtype {dtype} contradicts dtype {options['dtype']!r} in --config")
+            options["dtype"] = dtype
+        from seqjit.models.io import read_safetensors
+
+        state_dict, _ = read_safetensors(src, verify=False)
+        try:
+            model = seqjit.from_torch(state_dict, arch=arch, **options)
+        except TypeError as exc:  # an option the importer does not take
+            raise ConfigError(f"--config: {exc}") from None
+        kind = f"PyTorch state dict ({len(state_dict)} tensors)"
+    else:
+        raise ValueError(f"{src} is neither a Hugging Face model directory (config.json with model_type) nor a "
+                         ".safetensors state dict")
+    model.save(out)
+    copied = []
+    if src.is_dir():
+        for name in TOKENIZER_FILES:
+            if (src / name).is_file():
+                shutil.copyfile(src / name, out / name)
+                copied.append(name)
+    return model, kind, copied
+
+
+def run(args) -> int:
+    model, kind, copied = convert(args.src, args.out, arch=args.arch, config=args.config, dtype=args.dtype,
+                                  force=args.force)
+    out = Path(args.out)
+    params = sum(int(w.size) for w in model.weights.values())
+    print(f"converted {args.src} ({kind}) -> {model.arch} model, {params:,} parameters, {getattr(model.config, 'dtype', 'float32')}")
+    for name in ("config.json", "model.safetensors", *copied):
+        print(f"  wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+    if copied and "source.spm" in copied:
+        print(f"  seqjit translate --model {out} reads text with its SentencePiece files")
+    return 0

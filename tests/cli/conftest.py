@@ -1,0 +1,123 @@
+"""Shared helpers for the CLI tests: tiny seeded models (no download) and a ``cli`` runner."""
+import io
+import sys
+
+import numpy as np
+import pytest
+
+import torch
+import transformers  # noqa: F401  (test extra)
+
+VOCAB, PAD, EOS = 96, 95, 0  # as in tests/decoding/conftest.py
+
+
+def tiny_marian(seed: int = 0, **overrides):
+    """A seeded ``transformers.MarianMTModel`` whose best next tokens are far apart (no argmax ties)."""
+    from transformers import MarianConfig, MarianMTModel
+
+    cfg = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+               decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+               pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD, forced_eos_token_id=None,
+               activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True)
+    cfg.update(overrides)
+    torch.manual_seed(seed)
+    model = MarianMTModel(MarianConfig(**cfg)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p)) if name.endswith("weight") else p.normal_(0, 0.1)
+            elif "embed_positions" not in name:
+                p.normal_(0, 0.25)
+    return model
+
+
+@pytest.fixture(scope="session")
+def marian(tmp_path_factory):
+    """``(hf_model, hf_dir, seqjit_dir)``: a tiny MarianMT saved the Hugging Face way, and as seqjit."""
+    import seqjit
+
+    hf = tiny_marian()
+    hf_dir = tmp_path_factory.mktemp("hf_marian")
+    hf.save_pretrained(hf_dir, safe_serialization=True)
+    sj_dir = tmp_path_factory.mktemp("sj_marian")
+    seqjit.from_hf(hf_dir).save(sj_dir)
+    return hf, hf_dir, sj_dir
+
+
+def hf_greedy(hf, sources, max_new_tokens):
+    """transformers' greedy MarianMTModel.generate on ``sources``; ids without start, end and padding."""
+    width = max(len(s) for s in sources)
+    ids = torch.full((len(sources), width), PAD, dtype=torch.long)
+    mask = torch.zeros((len(sources), width), dtype=torch.long)
+    for i, s in enumerate(sources):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    with torch.inference_mode():
+        out = hf.generate(input_ids=ids, attention_mask=mask, bad_words_ids=[[PAD]], forced_eos_token_id=None,
+                          do_sample=False, num_beams=1, max_new_tokens=max_new_tokens)
+    results = []
+    for seq in out[:, 1:].tolist():
+        results.append(seq[:seq.index(EOS)] if EOS in seq else [t for t in seq if t != PAD])
+    return results
+
+
+class GRUSeq2Seq(torch.nn.Module):
+    """A plain GRU encoder-decoder with the names seqjit's rnn_seq2seq importer reads."""
+
+    def __init__(self, src_vocab=11, tgt_vocab=13, emb=6, hidden=8, layers=1):
+        super().__init__()
+        nn = torch.nn
+        self.encoder = nn.Module()
+        self.encoder.embedding = nn.Embedding(src_vocab, emb)
+        self.encoder.gru = nn.GRU(emb, hidden, layers, batch_first=True)
+        self.decoder = nn.Module()
+        self.decoder.embedding = nn.Embedding(tgt_vocab, emb)
+        self.decoder.gru = nn.GRU(emb, hidden, layers, batch_first=True)
+        self.decoder.out = nn.Linear(hidden, tgt_vocab)
+
+    def forward(self, src, lengths, tgt_in):
+        """Teacher-forced logits [B, T, Vt]; the decoder starts from the encoder's final state."""
+        packed = torch.nn.utils.rnn.pack_padded_sequence(self.encoder.embedding(src), lengths, batch_first=True,
+                                                         enforce_sorted=False)
+        _, state = self.encoder.gru(packed)
+        out, _ = self.decoder.gru(self.decoder.embedding(tgt_in), state)
+        return self.decoder.out(out)
+
+
+def gru_seq2seq(seed: int = 0, **sizes):
+    torch.manual_seed(seed)
+    return GRUSeq2Seq(**sizes).eval()
+
+
+def random_sources(n: int, seed: int = 1, low: int = 1, high: int = 14):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, PAD, size=int(rng.integers(low, high))).tolist() for _ in range(n)]
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """``cli(*argv, stdin=bytes)`` -> (exit status, stdout, stderr) of ``seqjit.cli.main``."""
+    from seqjit.cli import main
+
+    def call(*argv, stdin: bytes | None = None):
+        capsys.readouterr()
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        code = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return call
+
+
+def write_lines(path, rows) -> None:
+    path.write_text("".join(" ".join(map(str, r)) + "\n" for r in rows), encoding="utf-8")
+
+
+@pytest.fixture
+def helpers():
+    """The module's helper functions, for test files (conftest is not importable by name)."""
+    import types
+
+    return types.SimpleNamespace(tiny_marian=tiny_marian, gru_seq2seq=gru_seq2seq, hf_greedy=hf_greedy, random_sources=random_sources,
+                                 write_lines=write_lines, VOCAB=VOCAB, PAD=PAD, EOS=EOS)
