@@ -13,6 +13,8 @@ on ``workers`` threads:
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from seqjit.kernels._threads import get_num_threads
@@ -22,6 +24,40 @@ from . import spec
 #: below this many multiply-adds a layer or cell runs on one thread: waking a second thread costs
 #: more than it saves on small work (and on a busy machine it can cost a scheduler time slice)
 PARALLEL_MIN_MACS = 1 << 22
+
+
+#: float32 layer calls of at least PANEL_MIN_ROWS batch rows and PANEL_MIN_ROW_STEPS rows x steps take
+#: the panel path: both weight matrices packed into 32-unit panels (about two passes over them), then an
+#: outer-product GEMM kernel per step. Batch 1 is memory bound (each weight is used once per step) and
+#: keeps the dot-product kernel, whose zig-zag order reuses W_hh from L2 and which packs nothing; short
+#: calls (cells, a few steps) keep it too, since packing costs about as much as one pass of the GEMM.
+#: Measured on the 2-core Zen 4 (T = 100, I = H = 512, 1 thread, min of 7; the machine was loaded):
+#: GRU batch 1 dot 8.1-8.3 ms vs panel 9.6-10.2; batch 2 panel 10.7-12.4 vs dot 11.5-12.9; batch 4
+#: panel 14.1-14.9 vs dot 17.0-18.3; batch 8 panel 25.2-25.6 vs dot 30.8-33.8 (LSTM alike): the gain
+#: per row-step (~7-10 us) pays for the packing (~1 ms) after ~100-150 row-steps.
+PANEL_MIN_ROWS = 2
+PANEL_MIN_ROW_STEPS = 256
+
+
+def use_panels(batch: int, nsteps: int, dtype) -> bool:
+    """Whether a layer call of ``batch`` rows and ``nsteps`` steps in ``dtype`` takes the panel path."""
+    return (batch >= PANEL_MIN_ROWS and batch * nsteps >= PANEL_MIN_ROW_STEPS and nsteps > 0
+            and np.dtype(dtype) == np.float32)
+
+
+_workspace = threading.local()
+
+
+def workspace(name: str, size: int, dtype) -> np.ndarray:
+    """A flat ``[size]`` scratch array kept per Python thread and reused across calls (grown when too
+    small): the panel path's packed weights (~8 MB at H = 512) would otherwise be fresh pages, zeroed
+    by the kernel on first touch, in every call. Contents are undefined; do not return it to callers."""
+    cache = _workspace.__dict__
+    dtype = np.dtype(dtype)
+    buf = cache.get(name)
+    if buf is None or buf.dtype != dtype or buf.size < size:
+        buf = cache[name] = np.empty(max(size, 1), dtype)
+    return buf[:size]
 
 
 def workers(macs: int) -> int:

@@ -197,6 +197,26 @@ def test_cpu_backends_at_model_size(mode, tol):
             _assert_close(got, want, **tol(np.float32))
 
 
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("min_rows", [1, 1 << 30], ids=["panel-path", "dot-path"])
+def test_cpu_backends_panel_and_dot_paths(mode, min_rows, tol, monkeypatch):
+    """Large float32 calls (_driver.use_panels) take the panel path (weights packed into 32-unit
+    panels, outer-product kernel over blocks of 3 or 8 rows), the others the dot-product kernel: force
+    each path on shapes crossing the 32-unit panels (H = 31, 33, 97), the row blocks (B = 1, 2, 4, 7,
+    35) and the split over 2 threads, with 2 bidirectional layers and packed lengths."""
+    monkeypatch.setattr(_driver, "PANEL_MIN_ROWS", min_rows)
+    monkeypatch.setattr(_driver, "PANEL_MIN_ROW_STEPS", 0)
+    monkeypatch.setattr(_driver, "PARALLEL_MIN_MACS", 0)
+    shapes = [(3, 1, 5, 31), (4, 2, 33, 33), (3, 4, 40, 97), (2, 7, 64, 64), (3, 35, 9, 40), (2, 19, 7, 32)]
+    for i, (T, B, I, H) in enumerate(shapes):
+        x, p, h0, c0, lengths = _case(mode, T, B, I, H, 2, True, True, np.float32, seed=i)
+        for kw in ({}, {"lengths": lengths}):
+            want = _run(mode, getattr(ref, mode), x, p, h0, c0, **kw)
+            for backend in ("numba", "cython"):
+                got = _run(mode, kernels.get(mode, backend=backend), x, p, h0, c0, **kw)
+                _assert_close(got, want, **tol(np.float32))
+
+
 @pytest.mark.parametrize("op", CELLS)
 def test_backend_cells_match_reference(backend, op, tol, on_simulator):
     gates = 3 if op == "gru_cell" else 4
