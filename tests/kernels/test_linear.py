@@ -83,6 +83,63 @@ def test_backend_matches_reference(backend, activation, layout, on_simulator):
             np.testing.assert_allclose(got, want, rtol=2e-5, atol=_atol(x, w, dtype))
 
 
+# The CPU kernels' blocking (numba and cython): one row (BLAS GEMV, or numba's dot loop over the
+# rows of a wide "out_in" weight), row blocks, and column blocks in row tiles for outputs so wide that
+# a row block would be only a few rows (a vocabulary projection). At the default block sizes, then
+# with the constants shrunk so that small shapes land on both sides of every boundary.
+DEFAULT_BLOCKING_SHAPES = [(1, 64, 40000), (16, 8, 40000), (600, 8, 9000), (70, 8, 4000), (3, 8, 70000)]
+SMALL_BLOCKS = dict(BLOCK_BYTES=4096, MIN_BLOCK_ROWS=8, TILE_ROWS=5, MIN_BLOCK_COLS=16)
+SMALL_BLOCKS_MODULE = {"numba": ("numba_cpu", dict(SMALL_BLOCKS, DOT_MIN_BYTES=320)), "cython": ("cython_cpu", SMALL_BLOCKS)}
+SMALL_BLOCKING_SHAPES = [(1, 5, 15), (1, 5, 16), (1, 5, 17), (2, 7, 300), (12, 7, 300), (9, 3, 203), (9, 3, 204),
+                         (9, 3, 205), (5, 4, 1025), (11, 6, 33), (40, 7, 100), (41, 7, 102), (8, 9, 129)]
+
+
+def _check_blocking(f, shapes, layout, dtype):
+    for i, (m, k, n) in enumerate(shapes):
+        x, w, b = _data(m, k, n, dtype, seed=i)
+        wl = _weight(w, layout)
+        # no epilogue; then bias and/or an activation
+        for bias, activation in ((None, None), (b if i % 3 != 1 else None, ACTIVATIONS[1 + i % (len(ACTIVATIONS) - 1)])):
+            want = ref.linear(x, wl, bias, activation=activation, weight_layout=layout)
+            out = np.full((m, n), np.nan, dtype)  # every element must be written
+            assert f(x, wl, bias, activation=activation, weight_layout=layout, out=out) is out
+            np.testing.assert_allclose(out, want, rtol=2e-5, atol=_atol(x, w, dtype),
+                                       err_msg=f"{(m, k, n)} bias {bias is not None} {activation}")
+
+
+@pytest.mark.parametrize("cpu_backend", ["numba", "cython"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["out_in", "in_out"])
+def test_cpu_blocking_default_sizes(cpu_backend, dtype, layout):
+    _check_blocking(kernels.get("linear", backend=cpu_backend), DEFAULT_BLOCKING_SHAPES, layout, dtype)
+
+
+@pytest.mark.parametrize("cpu_backend", ["numba", "cython"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("layout", ["out_in", "in_out"])
+def test_cpu_blocking_small_blocks(cpu_backend, dtype, layout, monkeypatch):
+    import importlib
+
+    name, constants = SMALL_BLOCKS_MODULE[cpu_backend]
+    module = importlib.import_module(f"seqjit.kernels.linear.{name}")
+    for name, value in constants.items():
+        monkeypatch.setattr(module, name, value)
+    _check_blocking(module.linear, SMALL_BLOCKING_SHAPES, layout, dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_numba_one_row_dot_loop_every_activation(dtype, monkeypatch):
+    from seqjit.kernels.linear import numba_cpu
+
+    monkeypatch.setattr(numba_cpu, "DOT_MIN_BYTES", 1)
+    for i, activation in enumerate(ACTIVATIONS):
+        x, w, b = _data(1, 70, 130, dtype, seed=i)
+        for bias in (b, None):
+            want = ref.linear(x, w, bias, activation=activation)
+            np.testing.assert_allclose(numba_cpu.linear(x, w, bias, activation=activation), want, rtol=2e-5,
+                                       atol=_atol(x, w, dtype), err_msg=str(activation))
+
+
 def test_leading_dims_out_and_edge_sizes(backend):
     f = kernels.get("linear", backend=backend)
     x, w, b = _data(3, 5, 4, np.float32, lead=(2,))
@@ -126,6 +183,28 @@ def test_numba_and_cython_match_reference_property(m, k, n, layout, activation, 
     for backend in ("numba", "cython"):
         got = kernels.get("linear", backend=backend)(x, _weight(w, layout), bias, activation=activation, weight_layout=layout)
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=_atol(x, w, np.float32) + 2e-6)
+
+
+def test_strided_and_unusual_arguments(backend):
+    """Arguments the kernels' quick argument check passes on to the full one: strided and Fortran
+    arrays (copied), a list activation name (refused), read-only or strided ``out`` (refused)."""
+    f = kernels.get("linear", backend=backend)
+    x, w, b = _data(6, 10, 7, np.float32)
+    want = ref.linear(x[:, ::2], w[:, ::2], b[::-1], activation="tanh")
+    got = f(x[:, ::2], np.asfortranarray(w[:, ::2]), b[::-1].copy() if backend == "cuda" else b[::-1], activation="tanh")
+    if backend == "cuda":
+        got = got.copy_to_host() if hasattr(got, "copy_to_host") else got
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=_atol(x[:, ::2], w[:, ::2], np.float32))
+    with pytest.raises(ValueError, match="activation must be one of"):
+        f(x, w, activation=["relu"])
+    if backend == "cuda":
+        return
+    frozen = np.empty((6, 7), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(ValueError, match="out must be a writeable C-contiguous"):
+        f(x, w, out=frozen)
+    with pytest.raises(ValueError, match="out must be a writeable C-contiguous"):
+        f(x, w, out=np.empty((6, 14), np.float32)[:, ::2])
 
 
 def test_bad_input_is_named(backend):
