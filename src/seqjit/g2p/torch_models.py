@@ -137,6 +137,8 @@ class TransformerG2P(nn.Module):
         self.d_model = d_model
         self.src_embed = nn.Embedding(src_vocab, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        for table in (self.src_embed, self.tgt_embed):  # x sqrt(d_model) brings them to the positions' scale
+            nn.init.normal_(table.weight, std=d_model ** -0.5)
         self.transformer = nn.Transformer(d_model, heads, layers, layers, ffn, dropout, batch_first=True)
         self.generator = nn.Linear(d_model, tgt_vocab)
         self.drop = nn.Dropout(dropout)

@@ -23,8 +23,8 @@ from seqjit.g2p.vocab import BOS, EOS, PAD, Vocab
 
 GRAPHEMES = list("'-.abcdefghijklmnopqrstuvwxyz")
 DEFAULT_OUT = Path(__file__).parent / "models"
-EPOCHS = {"gru": 8, "attention": 8, "transformer": 10}
-LEARNING_RATE = {"gru": 3e-3, "attention": 3e-3, "transformer": 2e-3}
+EPOCHS = {"gru": 8, "attention": 8, "transformer": 12}
+LEARNING_RATE = {"gru": 3e-3, "attention": 3e-3, "transformer": 1e-3}
 BATCH = 256
 DEV_WORDS = 2000
 
@@ -105,7 +105,7 @@ def train_one(arch: str, out_dir: Path, *, epochs: int, seed: int = 0, threads: 
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
             sched.step()
-            total_loss += float(loss)
+            total_loss += float(loss.detach())
         wer = word_error_rate(model, dev, vocab)
         history.append(dict(epoch=epoch + 1, loss=round(total_loss / steps_per_epoch, 4), dev_wer=round(wer, 4)))
         log(f"[{arch}] epoch {epoch + 1}: loss {total_loss / steps_per_epoch:.4f}, dev WER {wer:.4f}, "
