@@ -5,10 +5,10 @@
 
 Groups ``<model> batch=<B>``: 64 test-split words decoded in calls of B words.
 """
+import seqjit  # first: its OMP_WAIT_POLICY=PASSIVE must reach the OpenMP runtime before torch loads one
+
 import pytest
 import torch
-
-import seqjit
 from seqjit.g2p import BUNDLED, G2P
 from seqjit.g2p.speed import _torch_runner, _words
 

@@ -19,6 +19,9 @@ import os
 # OpenMP worker threads that spin after a parallel region steal the cores BLAS threads need next:
 # on 2 cores that made a decoder step 10-40x slower. Sleeping workers cost microseconds to wake.
 # Set before any OpenMP runtime loads; a value the user set wins.
+#: True when the OMP_WAIT_POLICY in os.environ is seqjit's (children that run other OpenMP programs,
+#: e.g. a PyTorch peer in a benchmark, should not inherit it)
+OMP_WAIT_POLICY_SET_BY_SEQJIT = "OMP_WAIT_POLICY" not in os.environ
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 __version__ = "0.1.0"

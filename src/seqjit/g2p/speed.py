@@ -1,7 +1,8 @@
 """Speed of the bundled G2P models: seqjit against the same weights run as PyTorch modules.
 
 Words per second for greedy decoding at batch 1 (one word per call) and in batches of 64, median of
-``repeats`` timed passes after one warm-up pass, ``threads`` threads for both engines. PyTorch is
+``repeats`` timed passes after one warm-up pass, ``threads`` threads for both engines, each engine
+in its own process. PyTorch is
 measured only when it is installed (``seqjit.g2p.torch_models`` rebuilds each module from the
 shipped safetensors, no training code involved).
 """
@@ -87,37 +88,64 @@ def _median_time(fn, repeats: int) -> float:
     return float(np.median(times))
 
 
-def measure(*, words: int = 256, batch: int = 64, single: int = 32, repeats: int = 3, threads: int = 2,
-            with_torch: bool = True) -> list:
-    """Rows ``{model, engine, batch, words_per_s}``."""
+def measure_engine(engine: str, *, words: int, batch: int, single: int, repeats: int, threads: int) -> list:
+    """Rows ``{model, engine, batch, words_per_s}`` of one engine, in this process."""
     import seqjit
     from seqjit.g2p.predictor import BUNDLED, G2P
 
     seqjit.set_num_threads(threads)
+    if engine == "pytorch":
+        import torch
+
+        torch.set_num_threads(threads)
     items = _words(words)
     rows = []
-    engines = ["seqjit"]
-    if with_torch:
-        try:
-            import torch
-
-            torch.set_num_threads(threads)
-            engines.append("pytorch")
-        except ModuleNotFoundError:
-            pass
     for name in BUNDLED:
-        g2p = G2P(name)
-        for engine in engines:
-            if engine == "seqjit":
-                run_batch = lambda ws: g2p.predict(ws)  # noqa: E731
-            else:
-                run_batch = _torch_runner(name)
-            for size, pool in ((1, items[:single]), (batch, items)):
-                def run_all(pool=pool, size=size):
-                    for i in range(0, len(pool), size):
-                        run_batch(pool[i : i + size])
-                seconds = _median_time(run_all, repeats)
-                rows.append(dict(model=name, engine=engine, batch=size, words_per_s=len(pool) / seconds))
+        run_batch = G2P(name).predict if engine == "seqjit" else _torch_runner(name)
+        for size, pool in ((1, items[:single]), (batch, items)):
+            def run_all(pool=pool, size=size):
+                for i in range(0, len(pool), size):
+                    run_batch(pool[i : i + size])
+            seconds = _median_time(run_all, repeats)
+            rows.append(dict(model=name, engine=engine, batch=size, words_per_s=len(pool) / seconds))
+    return rows
+
+
+_CHILD = """
+import json, sys
+engine, kwargs = sys.argv[1], json.loads(sys.argv[2])
+if engine == "pytorch":
+    import torch  # first, so torch's OpenMP runtime starts with its own defaults, not seqjit's
+from seqjit.g2p.speed import measure_engine
+print(json.dumps(measure_engine(engine, **kwargs)))
+"""
+
+
+def measure(*, words: int = 256, batch: int = 64, single: int = 32, repeats: int = 3, threads: int = 2,
+            with_torch: bool = True) -> list:
+    """Rows ``{model, engine, batch, words_per_s}``; each engine in its own Python process (an
+    OpenMP runtime's settings are per process: ``import seqjit`` makes its threads sleep when idle,
+    which suits seqjit and not torch). PyTorch only when installed."""
+    import importlib.util
+    import json
+    import subprocess
+    import sys
+
+    engines = ["seqjit"] + (["pytorch"] if with_torch and importlib.util.find_spec("torch") else [])
+    kwargs = json.dumps(dict(words=words, batch=batch, single=single, repeats=repeats, threads=threads))
+    import os
+
+    import seqjit
+
+    rows = []
+    for engine in engines:
+        env = dict(os.environ)
+        if engine == "pytorch" and seqjit.OMP_WAIT_POLICY_SET_BY_SEQJIT:
+            env.pop("OMP_WAIT_POLICY", None)  # torch runs with its own OpenMP defaults
+        done = subprocess.run([sys.executable, "-c", _CHILD, engine, kwargs], capture_output=True, text=True, env=env)
+        if done.returncode:
+            raise RuntimeError(f"the {engine} benchmark process failed:\n{done.stderr.strip()}")
+        rows += json.loads(done.stdout.strip().splitlines()[-1])
     return rows
 
 
