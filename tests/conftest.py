@@ -49,3 +49,32 @@ def backend(request):
 def on_simulator():
     """True when cuda kernels run on the (slow) simulator: tests then use small shapes."""
     return os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+def _tiny_marian(seed: int = 0, **overrides):
+    """A seeded ``transformers.MarianMTModel`` with weights large enough that the best next tokens
+    are far apart (with the default init_std the logits are nearly tied and argmax becomes a coin
+    toss on rounding). Vocabulary 96: pad 95 (= decoder start), eos 0."""
+    import torch
+    from transformers import MarianConfig, MarianMTModel
+
+    cfg = dict(vocab_size=96, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+               decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=128,
+               pad_token_id=95, eos_token_id=0, decoder_start_token_id=95, forced_eos_token_id=None,
+               activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True)
+    cfg.update(overrides)
+    torch.manual_seed(seed)
+    model = MarianMTModel(MarianConfig(**cfg)).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "layer_norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p)) if name.endswith("weight") else p.normal_(0, 0.1)
+            elif "embed_positions" not in name:
+                p.normal_(0, 0.25)
+    return model
+
+
+@pytest.fixture(scope="session")
+def make_tiny_marian():
+    """``make_tiny_marian(seed=0, **config overrides)`` -> a seeded tiny MarianMTModel (see ``_tiny_marian``)."""
+    return _tiny_marian

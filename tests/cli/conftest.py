@@ -11,32 +11,12 @@ import transformers  # noqa: F401  (test extra)
 VOCAB, PAD, EOS = 96, 95, 0  # as in tests/decoding/conftest.py
 
 
-def tiny_marian(seed: int = 0, **overrides):
-    """A seeded ``transformers.MarianMTModel`` whose best next tokens are far apart (no argmax ties)."""
-    from transformers import MarianConfig, MarianMTModel
-
-    cfg = dict(vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
-               decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
-               pad_token_id=PAD, eos_token_id=EOS, decoder_start_token_id=PAD, forced_eos_token_id=None,
-               activation_function="swish", scale_embedding=True, share_encoder_decoder_embeddings=True)
-    cfg.update(overrides)
-    torch.manual_seed(seed)
-    model = MarianMTModel(MarianConfig(**cfg)).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "layer_norm" in name:
-                p.copy_(1.0 + 0.1 * torch.randn_like(p)) if name.endswith("weight") else p.normal_(0, 0.1)
-            elif "embed_positions" not in name:
-                p.normal_(0, 0.25)
-    return model
-
-
 @pytest.fixture(scope="session")
-def marian(tmp_path_factory):
+def marian(tmp_path_factory, make_tiny_marian):
     """``(hf_model, hf_dir, seqjit_dir)``: a tiny MarianMT saved the Hugging Face way, and as seqjit."""
     import seqjit
 
-    hf = tiny_marian()
+    hf = make_tiny_marian(max_position_embeddings=64)
     hf_dir = tmp_path_factory.mktemp("hf_marian")
     hf.save_pretrained(hf_dir, safe_serialization=True)
     sj_dir = tmp_path_factory.mktemp("sj_marian")
@@ -119,5 +99,5 @@ def helpers():
     """The module's helper functions, for test files (conftest is not importable by name)."""
     import types
 
-    return types.SimpleNamespace(tiny_marian=tiny_marian, gru_seq2seq=gru_seq2seq, hf_greedy=hf_greedy, random_sources=random_sources,
+    return types.SimpleNamespace(gru_seq2seq=gru_seq2seq, hf_greedy=hf_greedy, random_sources=random_sources,
                                  write_lines=write_lines, VOCAB=VOCAB, PAD=PAD, EOS=EOS)
