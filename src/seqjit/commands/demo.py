@@ -8,7 +8,7 @@ def register(sub) -> None:
                        description=__doc__)
     p.add_argument("words", nargs="*", help="words to show (default: built-in examples)")
     p.add_argument("--png", help="where to write the heatmap PNG (default: a seqjit-demo folder in the temp dir)")
-    p.add_argument("--backend", default=None, help="kernel backend for every op (default: the fastest per op)")
+    p.add_argument("--backend", default=None, help="kernel backend for every op (default: cython, nothing to compile at start-up)")
     p.add_argument("--kernel", action="store_true", help="instead: blocked attention vs naive NumPy, time and memory")
     p.add_argument("--length", type=int, default=4096, help="--kernel: sequence length (default 4096)")
     p.add_argument("--heads", type=int, default=8, help="--kernel: heads")

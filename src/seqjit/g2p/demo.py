@@ -28,7 +28,7 @@ DEFAULT_PNG = Path(tempfile.gettempdir()) / "seqjit-demo" / "attention.png"
 
 def run_demo(*, words=None, png=None, backend=None, out=print) -> int:
     from seqjit.g2p.heatmap import ascii_heatmap, save_heatmaps
-    from seqjit.g2p.predictor import BUNDLED, G2P, TITLES
+    from seqjit.g2p.predictor import BUNDLED, DEFAULT_BACKEND, G2P, TITLES
 
     started = time.perf_counter()
     labels = dict(EXAMPLES) if words is None else {}
@@ -37,7 +37,7 @@ def run_demo(*, words=None, png=None, backend=None, out=print) -> int:
     rows, results = [], {}
     for name in BUNDLED:
         t0 = time.perf_counter()
-        g2p = G2P(name, backend=backend)
+        g2p = G2P(name, backend=backend or DEFAULT_BACKEND)
         t1 = time.perf_counter()
         first = g2p.predict(words, return_attention=True)
         t2 = time.perf_counter()
