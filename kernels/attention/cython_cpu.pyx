@@ -266,11 +266,10 @@ cdef void _with_weights(real* q, real* k, real* v, const int64_t* lengths, bint 
 
 
 def _run(real[:, :, :, ::1] q, real[:, :, :, ::1] k, real[:, :, :, ::1] v, const int64_t[::1] lengths,
-         bint causal, double scale, real[:, :, :, ::1] out, weights, Py_ssize_t bq, Py_ssize_t bk):
+         bint causal, double scale, real[:, :, :, ::1] out, weights, Py_ssize_t bq, Py_ssize_t bk, int threads):
     """Run the kernel on checked, non-empty arrays (``out`` may have Dv = 0 only with ``weights``)."""
     cdef Py_ssize_t B = q.shape[0], H = q.shape[1], Lq = q.shape[2], D = q.shape[3]
     cdef Py_ssize_t Lk = k.shape[2], Dv = v.shape[3]
-    cdef int threads = get_num_threads()
     cdef real qscale = <real>(scale * _LOG2E)
     cdef real[:, :, :, ::1] w
     cdef real[::1] scratch
@@ -292,6 +291,10 @@ def _run(real[:, :, :, ::1] q, real[:, :, :, ::1] k, real[:, :, :, ::1] v, const
                           &w[0, 0, 0, 0], B, H, Lq, Lk, D, Dv, bq, &scratch[0], threads)
 
 
+#: below this many multiply-adds (B*H*Lq*Lk*(D+Dv)) a call runs on the calling thread alone
+SERIAL_MACS = 1 << 20
+
+
 def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights=False, out=None):
     """Blocked attention; see :mod:`seqjit.kernels.attention.spec` for arguments and shapes."""
     p = spec.prepare(q, k, v, causal=causal, lengths=lengths, scale=scale, return_weights=return_weights, out=out)
@@ -305,6 +308,13 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
         if Lk == 0 or not p.return_weights:
             return p.result()
     bq, bk = tile_sizes(Lq, Lk, D, Dv)  # see _blas.py
+    if B * H * Lq * Lk * (D + Dv) < SERIAL_MACS:
+        # e.g. a decode step's attention (one query, up to a few hundred keys): waking the other
+        # threads and limiting BLAS cost more than they save (measured on 2 cores: B=1, Lk=20
+        # 106 -> 14 us; serial still wins at 1M multiply-adds, 112 vs 124 us); tile GEMMs this
+        # small stay single-threaded in BLAS
+        _run(p.q, p.k, p.v, p.lengths, p.causal, p.scale, p.out, p.weights, bq, bk, 1)
+        return p.result()
     with single_threaded_blas():
-        _run(p.q, p.k, p.v, p.lengths, p.causal, p.scale, p.out, p.weights, bq, bk)
+        _run(p.q, p.k, p.v, p.lengths, p.causal, p.scale, p.out, p.weights, bq, bk, get_num_threads())
     return p.result()

@@ -247,6 +247,18 @@ def test_cython_simd_variants_match_reference(variant, tol):
         cython_cpu._use_simd(cython_cpu.SIMD)
 
 
+@pytest.mark.parametrize("serial_macs", [0, 1 << 40])
+@pytest.mark.parametrize("lq", [1, 33])
+def test_cython_serial_and_threaded_paths_match_reference(serial_macs, lq, tol, monkeypatch):
+    """Small calls run on the calling thread, large ones on the thread pool: force each path."""
+    monkeypatch.setattr(cython_cpu, "SERIAL_MACS", serial_macs)
+    q, k, v = _inputs(3, 4, lq, 57, 16, 24, seed=11)
+    for kwargs in (dict(lengths=[57, 0, 20]), dict(causal=True), dict(return_weights=True)):
+        got, want = cython_cpu.attention(q, k, v, **kwargs), ref.attention(q, k, v, **kwargs)
+        for g, w in zip(got if isinstance(got, tuple) else [got], want if isinstance(want, tuple) else [want]):
+            np.testing.assert_allclose(g, w, **tol(np.float32))
+
+
 def test_cuda_device_arrays_stay_on_device(on_simulator):
     from seqjit.kernels import _cuda
 
