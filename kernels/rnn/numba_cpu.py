@@ -64,11 +64,13 @@ def _layer_jit(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, 
     nblocks = (H + _UNITS - 1) // _UNITS
     nth = max(1, min(workers, nblocks))
     nact = B
+    xrow = np.empty(B, np.int64)  # the step's row of xp for each running row
     for s in range(nsteps):
         while nact > 0 and lens[nact - 1] <= s:
             nact -= 1
         src = s % 2
-        dst = 1 - src
+        for i in range(nact):
+            xrow[i] = (lens[i] - 1 - s if reverse else s) * B + order[i]
         for tid in prange(nth):  # each worker owns the same contiguous blocks every step
             first = nblocks * tid // nth
             last = nblocks * (tid + 1) // nth
@@ -80,39 +82,9 @@ def _layer_jit(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, 
                 j1 = min(H, j0 + _UNITS)
                 for g in range(gates):  # hidden GEMM for this block's rows of every gate
                     dot_rows(w_hh, g * H + j0, g * H + j1, hs, src * B, nact, hh, 0, g * H + j0)
-                n = j1 - j0
-                for i in range(nact):  # fused gate math on the same units
-                    row = order[i]
-                    t = lens[i] - 1 - s if reverse else s
-                    # views starting at the block's first unit: loops over range(n) vectorise (no
-                    # negative-index handling on the indices)
-                    xr = t * B + row
-                    k1, k2, k3 = H + j0, 2 * H + j0, 3 * H + j0
-                    xa, xb, xc = xp[xr, j0:j1], xp[xr, k1 : k1 + n], xp[xr, k2 : k2 + n]
-                    ha, hb, hc = hh[i, j0:j1], hh[i, k1 : k1 + n], hh[i, k2 : k2 + n]
-                    ba, bb, bc = bx[j0:j1], bx[k1 : k1 + n], bx[k2 : k2 + n]
-                    ca, cb, cc = bh[j0:j1], bh[k1 : k1 + n], bh[k2 : k2 + n]
-                    h_old, h_new = hs[src * B + i, j0:j1], hs[dst * B + i, j0:j1]
-                    o = out[t, row, col + j0 : col + j1]
-                    if lstm:
-                        xd, hd, bd, cd = xp[xr, k3 : k3 + n], hh[i, k3 : k3 + n], bx[k3 : k3 + n], bh[k3 : k3 + n]
-                        c = cs[i, j0:j1]
-                        for q in range(n):  # gates i, f, g, o
-                            ig = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
-                            fg = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
-                            gg = tanh(xc[q] + bc[q] + hc[q] + cc[q])
-                            og = sigmoid(xd[q] + bd[q] + hd[q] + cd[q])
-                            cv = fg * c[q] + ig * gg
-                            c[q] = cv
-                            h_new[q] = og * tanh(cv)
-                    else:
-                        for q in range(n):  # gates r, z, n
-                            r = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
-                            z = sigmoid(xb[q] + bb[q] + hb[q] + cb[q])
-                            nv = tanh(xc[q] + bc[q] + r * (hc[q] + cc[q]))
-                            h_new[q] = nv + z * (h_old[q] - nv)
-                    for q in range(n):
-                        o[q] = h_new[q]
+                # fused gate math on the same units
+                _gate_units(xp, xrow, hh, bx, bh, hs, cs, out, col, order, lens, nact, B, H, s, src, reverse, lstm,
+                            j0, j1)
     for i in range(B):  # a row's final state sits in the buffer its own last step wrote
         last = 0 if lens[i] == 0 else 1 - (lens[i] - 1) % 2
         h_fin[order[i]] = hs[last * B + i]
@@ -120,23 +92,25 @@ def _layer_jit(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, 
 
 
 @njit(fastmath=_FM, inline="always")  # inlined into the parallel loop body: vectorised like _layer_jit's
-def _gate_units(xs, hh, bx, bh, hs, cs, out, col, order, lens, nact, B, H, s, src, reverse, lstm, j0, j1):
+def _gate_units(xs, xrow, hh, bx, bh, hs, cs, out, col, order, lens, nact, B, H, s, src, reverse, lstm, j0, j1):
     """The fused gate math of step ``s`` for units ``j0 <= j < j1`` of the running rows ``i < nact``
-    (``xs``/``hh``: the step's input/hidden projections of running row i)."""
+    (``xs[xrow[i]]``/``hh[i]``: the step's input/hidden projections of running row i). Views start at
+    the first unit, so the loops over ``range(n)`` vectorise (no negative-index handling)."""
     dst = 1 - src
     n = j1 - j0
     for i in range(nact):
         row = order[i]
         t = lens[i] - 1 - s if reverse else s
+        xr = xrow[i]
         k1, k2, k3 = H + j0, 2 * H + j0, 3 * H + j0
-        xa, xb, xc = xs[i, j0:j1], xs[i, k1 : k1 + n], xs[i, k2 : k2 + n]
+        xa, xb, xc = xs[xr, j0:j1], xs[xr, k1 : k1 + n], xs[xr, k2 : k2 + n]
         ha, hb, hc = hh[i, j0:j1], hh[i, k1 : k1 + n], hh[i, k2 : k2 + n]
         ba, bb, bc = bx[j0:j1], bx[k1 : k1 + n], bx[k2 : k2 + n]
         ca, cb, cc = bh[j0:j1], bh[k1 : k1 + n], bh[k2 : k2 + n]
         h_old, h_new = hs[src * B + i, j0:j1], hs[dst * B + i, j0:j1]
         o = out[t, row, col + j0 : col + j1]
         if lstm:
-            xd, hd, bd, cd = xs[i, k3 : k3 + n], hh[i, k3 : k3 + n], bx[k3 : k3 + n], bh[k3 : k3 + n]
+            xd, hd, bd, cd = xs[xr, k3 : k3 + n], hh[i, k3 : k3 + n], bx[k3 : k3 + n], bh[k3 : k3 + n]
             c = cs[i, j0:j1]
             for q in range(n):  # gates i, f, g, o
                 ig = sigmoid(xa[q] + ba[q] + ha[q] + ca[q])
@@ -175,11 +149,11 @@ def _layer_panels_jit(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, n
         for t in range(lengths[b], T):
             out[t, b, col : col + H] = 0
     npu = (H + NR - 1) // NR
-    npan = npu * G
     nth = max(1, min(workers, npu))
     scratch = np.empty((nth * MR, NR), np.float32)  # each worker's partial-panel tile
     rx = np.empty((nth, B), np.int64)  # each worker's row offsets into x2d for the step
     rh = np.empty(B, np.int64)  # row offsets into the state
+    rows = np.arange(B)  # xs holds running row i in row i
     xs = np.empty((B, GH), np.float32)  # the step's input projection of the running rows
     hh = np.empty((B, GH), np.float32)  # and hidden projection
     hs = np.empty((2 * B, H), np.float32)  # double-buffered state (rows src*B ...), rows in `order`
@@ -219,8 +193,8 @@ def _layer_panels_jit(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, n
             # the gate math over all of this worker's units at once: 32-unit loops are too short for
             # LLVM's vector loop (16 lanes x 4 interleaved) and would run its scalar remainder
             if u1 > u0:
-                _gate_units(xs, hh, bx, bh, hs, cs, out, col, order, lens, nact, B, H, s, src, reverse, lstm, u0 * NR,
-                            min(H, u1 * NR))
+                _gate_units(xs, rows, hh, bx, bh, hs, cs, out, col, order, lens, nact, B, H, s, src, reverse, lstm,
+                            u0 * NR, min(H, u1 * NR))
     for i in range(B):  # a row's final state sits in the buffer its own last step wrote
         last = 0 if lens[i] == 0 else 1 - (lens[i] - 1) % 2
         h_fin[order[i]] = hs[last * B + i]

@@ -6,7 +6,6 @@ import pytest
 
 import seqjit
 
-import torch
 
 
 @pytest.fixture

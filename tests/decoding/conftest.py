@@ -1,7 +1,6 @@
 """A tiny random-weight MarianMT model, saved the Hugging Face way and imported into seqjit."""
 import numpy as np
 import pytest
-import torch
 
 VOCAB, PAD, EOS = 96, 95, 0
 

@@ -10,7 +10,7 @@ every step must match; save/load round trip; weight errors.
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  (test extra)
 nn, F = torch.nn, torch.nn.functional
 
 import seqjit  # noqa: E402

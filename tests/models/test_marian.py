@@ -4,8 +4,8 @@ import json
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-transformers = pytest.importorskip("transformers")
+import torch  # noqa: E402  (test extra)
+import transformers  # noqa: E402  (test extra)
 
 import seqjit  # noqa: E402
 from seqjit.errors import ModelFormatError  # noqa: E402

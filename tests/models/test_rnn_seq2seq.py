@@ -9,7 +9,7 @@ decoder graph and step by step through the decoder-step graph; save/load; weight
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  (test extra)
 nn, F = torch.nn, torch.nn.functional
 
 import seqjit  # noqa: E402

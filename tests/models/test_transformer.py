@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
+import torch  # noqa: E402  (test extra)
 nn = torch.nn
 
 import seqjit  # noqa: E402

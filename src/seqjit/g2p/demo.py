@@ -53,7 +53,6 @@ def run_demo(*, words=None, png=None, backend=None, out=print) -> int:
         rows.append((TITLES[name], params, t1 - t0, t2 - t1, warm_s, len(words) / warm_s))
         results[name] = (g2p, first)
 
-    width = max(len(w) for w in words)
     out("Phonemes (ARPAbet, stress 0/1/2) from each architecture:\n")
     for i, word in enumerate(words):
         tag = f"  [{labels[word]}]" if word in labels else ""

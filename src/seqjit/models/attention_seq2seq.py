@@ -47,7 +47,7 @@ import numpy as np
 from seqjit.errors import ConfigError
 from seqjit.graph import GraphBuilder
 from seqjit.graph.ops import TensorSpec
-from seqjit.models.base import ATTENTION, MEMORY, SRC_LENGTHS, Seq2SeqModel, check_ids, check_source
+from seqjit.models.base import ATTENTION, MEMORY, SRC_LENGTHS, Seq2SeqModel
 from seqjit.models.config import choice, positive
 from seqjit.models.rnn_common import RNNConfig, decoder_spec, encoder_spec, state_specs
 from seqjit.models.rnn_graphs import RNNPieces
@@ -206,28 +206,12 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         P.logits(attended)
         return g.build()
 
-    def _build_graph(self, name: str):
-        if name == "decoder_full":
-            return self.build_decoder_full_graph()
-        return super()._build_graph(name)
-
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:
         return state_specs(self.config, batch)
 
-    def logits(self, src_ids, tgt_ids, src_lengths=None):
-        """Teacher-forced logits [B, T, V]: ``out[:, t]`` scores the token following
-        ``tgt_ids[:, :t + 1]`` (Luong: one full-sequence pass; Bahdanau: step by step)."""
-        if self.config.attention == "bahdanau":
-            return self.logits_stepwise(src_ids, tgt_ids, src_lengths)
-        src_ids, src_lengths = check_source(src_ids, src_lengths)
-        tgt_ids = check_ids("tgt_ids", tgt_ids)
-        if src_ids.shape[0] != tgt_ids.shape[0]:
-            raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
-        encoded = self.encode(src_ids, src_lengths)
-        ex = self.executor("decoder_full")
-        feeds = {"tgt_ids": tgt_ids, SRC_LENGTHS: src_lengths}
-        feeds.update({k: encoded[k] for k in ex.graph.inputs if k in encoded})
-        return ex.run(feeds)["logits"]
+    def has_full_decoder(self) -> bool:
+        """Luong models run teacher forcing in one pass; Bahdanau's step reads the previous state."""
+        return self.config.attention != "bahdanau"
 
 
 __all__ = ["AttentionSeq2SeqConfig", "AttentionSeq2SeqModel"]

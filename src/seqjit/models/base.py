@@ -180,11 +180,18 @@ class Seq2SeqModel:
             ex = self._executors[name] = Executor(self._build_graph(name), backend=self.backend)
         return ex
 
+    def has_full_decoder(self) -> bool:
+        """Whether the architecture builds a full-sequence (teacher-forcing) decoder graph,
+        ``decoder_full``: ``build_decoder_full_graph()`` -> ``tgt_ids`` and encoder outputs -> ``logits``."""
+        return hasattr(self, "build_decoder_full_graph")
+
     def _build_graph(self, name: str):
         if name == "encoder":
             return self.build_encoder_graph()
         if name in ("decoder_step", "decoder_step+attention"):
             return self.build_decoder_step_graph(with_attention=name.endswith("+attention"))
+        if name == "decoder_full" and self.has_full_decoder():
+            return self.build_decoder_full_graph()
         raise ValueError(f"{type(self).__name__} has no graph {name!r}")
 
     def encode(self, src_ids, src_lengths=None) -> dict:
@@ -240,8 +247,18 @@ class Seq2SeqModel:
         return np.stack(steps, axis=1)
 
     def logits(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:
-        """Teacher-forced logits [B, T, V]; architectures may override with a full-sequence graph."""
-        return self.logits_stepwise(src_ids, tgt_ids, src_lengths)
+        """Teacher-forced logits [B, T, V]: ``out[:, t]`` scores the token following
+        ``tgt_ids[:, :t + 1]``; one pass of the ``decoder_full`` graph where the architecture has
+        one (:meth:`has_full_decoder`), else step by step (:meth:`logits_stepwise`)."""
+        if not self.has_full_decoder():
+            return self.logits_stepwise(src_ids, tgt_ids, src_lengths)
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        tgt_ids = check_ids("tgt_ids", tgt_ids)
+        if src_ids.shape[0] != tgt_ids.shape[0]:
+            raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
+        available = {"tgt_ids": tgt_ids, SRC_LENGTHS: src_lengths, **self.encode(src_ids, src_lengths)}
+        ex = self.executor("decoder_full")
+        return ex.run({name: available[name] for name in ex.graph.inputs})["logits"]
 
     # -- decoding --------------------------------------------------------------------------------
     def generate(self, sources, **options):

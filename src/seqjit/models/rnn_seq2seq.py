@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from seqjit.graph import GraphBuilder
-from seqjit.models.base import MEMORY, Seq2SeqModel, check_ids, check_source
+from seqjit.models.base import MEMORY, Seq2SeqModel
 from seqjit.models.rnn_common import RNNConfig, decoder_spec, encoder_spec, state_specs
 from seqjit.models.rnn_graphs import RNNPieces
 
@@ -79,25 +79,8 @@ class RNNSeq2SeqModel(Seq2SeqModel):
         P.logits(P.decoder_sequence(P.embed_target(tokens), init))
         return g.build()
 
-    def _build_graph(self, name: str):
-        if name == "decoder_full":
-            return self.build_decoder_full_graph()
-        return super()._build_graph(name)
-
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:
         return state_specs(self.config, batch)
-
-    def logits(self, src_ids, tgt_ids, src_lengths=None):
-        """Teacher-forced logits [B, T, V] through the full-sequence decoder graph: ``out[:, t]``
-        scores the token following ``tgt_ids[:, :t + 1]``."""
-        src_ids, src_lengths = check_source(src_ids, src_lengths)
-        tgt_ids = check_ids("tgt_ids", tgt_ids)
-        if src_ids.shape[0] != tgt_ids.shape[0]:
-            raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
-        encoded = self.encode(src_ids, src_lengths)
-        ex = self.executor("decoder_full")
-        feeds = {"tgt_ids": tgt_ids, **{k: encoded[k] for k in ex.graph.inputs if k.startswith("init.")}}
-        return ex.run(feeds)["logits"]
 
 
 __all__ = ["RNNSeq2SeqConfig", "RNNSeq2SeqModel"]

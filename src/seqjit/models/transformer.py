@@ -37,7 +37,7 @@ import numpy as np
 from seqjit.errors import ConfigError
 from seqjit.graph.ops import TensorSpec
 from seqjit.models import transformer_graphs as graphs
-from seqjit.models.base import SRC_LENGTHS, Seq2SeqModel, check_ids, check_source
+from seqjit.models.base import Seq2SeqModel
 from seqjit.models.config import ModelConfig, choice, positive
 
 
@@ -164,11 +164,6 @@ class TransformerModel(Seq2SeqModel):
     def build_decoder_full_graph(self):
         return graphs.build_decoder_full(self.config, self.weights)
 
-    def _build_graph(self, name: str):
-        if name == "decoder_full":
-            return self.build_decoder_full_graph()
-        return super()._build_graph(name)
-
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:
         shape = graphs.state_shape(self.config, batch, max_length)
         dt = np.dtype(self.config.dtype)
@@ -180,15 +175,3 @@ class TransformerModel(Seq2SeqModel):
 
     def decoder_state_time_axes(self) -> dict:
         return {f"self_{kv}.{i}": 2 for i in range(self.config.decoder_layers) for kv in "kv"}
-
-    def logits(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:
-        """Teacher-forced logits [B, T, V] in one pass of the full-sequence decoder graph:
-        ``out[:, t]`` scores the token following ``tgt_ids[:, :t + 1]``."""
-        src_ids, src_lengths = check_source(src_ids, src_lengths)
-        tgt_ids = check_ids("tgt_ids", tgt_ids)
-        if src_ids.shape[0] != tgt_ids.shape[0]:
-            raise ValueError(f"src_ids and tgt_ids must have the same batch size, got {src_ids.shape[0]} and {tgt_ids.shape[0]}")
-        encoded = self.encode(src_ids, src_lengths)
-        feeds = {"tgt_ids": tgt_ids, SRC_LENGTHS: src_lengths}
-        feeds.update({k: v for k, v in encoded.items() if k.startswith("cross_")})
-        return self.executor("decoder_full").run(feeds)["logits"]
