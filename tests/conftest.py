@@ -78,3 +78,27 @@ def _tiny_marian(seed: int = 0, **overrides):
 def make_tiny_marian():
     """``make_tiny_marian(seed=0, **config overrides)`` -> a seeded tiny MarianMTModel (see ``_tiny_marian``)."""
     return _tiny_marian
+
+
+def _marian_generate(hf, sources, **kwargs):
+    """transformers' ``hf.generate`` (no sampling) on ``sources`` (lists of token ids) padded with the
+    tiny Marian's pad 95 under an attention mask, pad never generated, no forced end token; the
+    generate output as transformers returns it."""
+    import torch
+
+    pad = 95
+    width = max(len(s) for s in sources)
+    ids = torch.full((len(sources), width), pad, dtype=torch.long)
+    mask = torch.zeros((len(sources), width), dtype=torch.long)
+    for i, s in enumerate(sources):
+        ids[i, :len(s)] = torch.tensor(s)
+        mask[i, :len(s)] = 1
+    with torch.inference_mode():
+        return hf.generate(input_ids=ids, attention_mask=mask, bad_words_ids=[[pad]], forced_eos_token_id=None,
+                           do_sample=False, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def marian_generate():
+    """``marian_generate(hf, sources, **generate kwargs)``: see ``_marian_generate``."""
+    return _marian_generate

@@ -17,6 +17,7 @@ import threading
 
 import numpy as np
 
+from seqjit.kernels._aligned import aligned_empty
 from seqjit.kernels._threads import get_num_threads
 
 from . import spec
@@ -47,23 +48,8 @@ def use_panels(batch: int, nsteps: int, dtype) -> bool:
 
 _workspace = threading.local()
 
-#: bytes of alignment of the panel path's buffers: a cache line, so no 64-byte vector load or store of
-#: a packed panel or of an output row splits two lines (numpy's large arrays start 16 bytes into one;
-#: on Zen 4 the difference was within noise, CPUs with costlier split loads gain more)
-ALIGN = 64
-
-
-def aligned_empty(shape, dtype) -> np.ndarray:
-    """``np.empty(shape, dtype)`` starting on an ALIGN-byte boundary."""
-    dtype = np.dtype(dtype)
-    n = int(np.prod(shape))
-    raw = np.empty(n * dtype.itemsize + ALIGN, np.uint8)
-    skip = -raw.ctypes.data % ALIGN
-    return raw[skip : skip + n * dtype.itemsize].view(dtype).reshape(shape)
-
-
 def workspace(name: str, size: int, dtype) -> np.ndarray:
-    """A flat ``[size]`` scratch array (ALIGN-aligned) kept per Python thread and reused across calls
+    """A flat ``[size]`` scratch array (cache-line aligned) kept per Python thread and reused across calls
     (grown when too small): the panel path's packed weights (~8 MB at H = 512) would otherwise be
     fresh pages, zeroed by the kernel on first touch, in every call. Contents are undefined; do not
     return it to callers."""

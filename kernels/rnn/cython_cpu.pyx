@@ -24,6 +24,8 @@ import numpy as np
 from libc.stdint cimport int64_t
 from cython.parallel cimport parallel
 
+from seqjit.kernels._aligned import aligned_empty
+
 from . import _driver, spec
 
 cdef extern from *:
@@ -177,21 +179,23 @@ cdef extern from *:
     #define SJ_PANEL_CASE(MR) case MR: SJ_PANEL_BLOCK(MR, 0) break;
     /* out[i*ldo + c] = sum_k h[roff[i] + k] * wp[k*32 + c] for i < nb, c < nc (<= 32): row i of the
        left operand starts at h + roff[i]. pf: the panel to be used next (prefetched), or NULL. */
+    /* The body of a panel function: blocks of MR rows (BLOCK), the first one prefetching the next
+       panel when there is one, then the rest by a switch over the CASES of the last block's size. */
+    #define SJ_PANEL_ROWS(MR, BLOCK, CASES) \
+        if (pf != NULL && nb >= MR) {  /* the first block of rows streams the panel: prefetch the next */ \
+            BLOCK(MR, 1) \
+            roff += MR; \
+            out += MR * ldo; \
+            nb -= MR; \
+        } \
+        for (long i = 0; i < nb; i += MR) { \
+            switch (nb - i < MR ? nb - i : MR) { CASES } \
+            roff += MR; \
+            out += MR * ldo; \
+        }
     SJ_CLONES static void sj_panel8_f(const float *wp, const float *h, const int64_t *roff, long K, long nb,
                                       float *out, long ldo, long nc, const float *pf) {
-        if (pf != NULL && nb >= 3) {  /* the first block of rows streams the panel: prefetch the next */
-            SJ_PANEL_BLOCK(3, 1)
-            roff += 3;
-            out += 3 * ldo;
-            nb -= 3;
-        }
-        for (long i = 0; i < nb; i += 3) {
-            switch (nb - i < 3 ? nb - i : 3) {
-                SJ_PANEL_CASE(3) SJ_PANEL_CASE(2) SJ_PANEL_CASE(1)
-            }
-            roff += 3;
-            out += 3 * ldo;
-        }
+        SJ_PANEL_ROWS(3, SJ_PANEL_BLOCK, SJ_PANEL_CASE(3) SJ_PANEL_CASE(2) SJ_PANEL_CASE(1))
     }
     #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12
     /* AVX-512: 2 16-float vectors per panel row, 8 state rows per pass (16 accumulators of the 32
@@ -222,20 +226,8 @@ cdef extern from *:
     __attribute__((target("arch=x86-64-v4"))) static void sj_panel16_f(
             const float *wp, const float *h, const int64_t *roff, long K, long nb, float *out, long ldo, long nc,
             const float *pf) {
-        if (pf != NULL && nb >= 8) {  /* the first block of rows streams the panel: prefetch the next */
-            SJ_PANEL16_BLOCK(8, 1)
-            roff += 8;
-            out += 8 * ldo;
-            nb -= 8;
-        }
-        for (long i = 0; i < nb; i += 8) {
-            switch (nb - i < 8 ? nb - i : 8) {
-                SJ_PANEL16_CASE(8) SJ_PANEL16_CASE(7) SJ_PANEL16_CASE(6) SJ_PANEL16_CASE(5)
-                SJ_PANEL16_CASE(4) SJ_PANEL16_CASE(3) SJ_PANEL16_CASE(2) SJ_PANEL16_CASE(1)
-            }
-            roff += 8;
-            out += 8 * ldo;
-        }
+        SJ_PANEL_ROWS(8, SJ_PANEL16_BLOCK, SJ_PANEL16_CASE(8) SJ_PANEL16_CASE(7) SJ_PANEL16_CASE(6)
+                      SJ_PANEL16_CASE(5) SJ_PANEL16_CASE(4) SJ_PANEL16_CASE(3) SJ_PANEL16_CASE(2) SJ_PANEL16_CASE(1))
     }
     static int sj_avx512 = -1;
     static void sj_panel_f(const float *wp, const float *h, const int64_t *roff, long K, long nb, float *out,
@@ -571,13 +563,13 @@ def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, long nsteps,
     bhn = b if lstm else np.ascontiguousarray(bh[2 * H:])
     if not lstm:
         b[2 * H:] = bx[2 * H:]
-    hs = _driver.aligned_empty((2, B, H), dtype)  # double-buffered state, rows in `order`
+    hs = aligned_empty((2, B, H), dtype)  # double-buffered state, rows in `order`
     cs = np.empty((B, H), dtype)
-    hh = _driver.aligned_empty((B, w_hh.shape[0]), dtype)  # hidden projection of the current step
+    hh = aligned_empty((B, w_hh.shape[0]), dtype)  # hidden projection of the current step
     lens = np.empty(B, np.int64)
     panels = _driver.use_panels(B, nsteps, dtype)
     # the input projection: of every step (dot path), of the next step (panel path)
-    xp = _driver.aligned_empty((B if panels else x2d.shape[0] if nsteps else 1, w_hh.shape[0]), dtype)
+    xp = aligned_empty((B if panels else x2d.shape[0] if nsteps else 1, w_hh.shape[0]), dtype)
     # packed W_ih and W_hh panels (panel path): ceil(H/32)*G panels of [K, 32] each
     npan = (H + 31) // 32 * (w_hh.shape[0] // H) if panels else 0
     wp_ih = _driver.workspace("wp_ih", max(1, npan * 32 * x2d.shape[1]), dtype)

@@ -24,17 +24,9 @@ def marian(tmp_path_factory, make_tiny_marian):
     return hf, hf_dir, sj_dir
 
 
-def hf_greedy(hf, sources, max_new_tokens):
+def hf_greedy(marian_generate, hf, sources, max_new_tokens):
     """transformers' greedy MarianMTModel.generate on ``sources``; ids without start, end and padding."""
-    width = max(len(s) for s in sources)
-    ids = torch.full((len(sources), width), PAD, dtype=torch.long)
-    mask = torch.zeros((len(sources), width), dtype=torch.long)
-    for i, s in enumerate(sources):
-        ids[i, :len(s)] = torch.tensor(s)
-        mask[i, :len(s)] = 1
-    with torch.inference_mode():
-        out = hf.generate(input_ids=ids, attention_mask=mask, bad_words_ids=[[PAD]], forced_eos_token_id=None,
-                          do_sample=False, num_beams=1, max_new_tokens=max_new_tokens)
+    out = marian_generate(hf, sources, num_beams=1, max_new_tokens=max_new_tokens)
     results = []
     for seq in out[:, 1:].tolist():
         results.append(seq[:seq.index(EOS)] if EOS in seq else [t for t in seq if t != PAD])
@@ -95,9 +87,11 @@ def write_lines(path, rows) -> None:
 
 
 @pytest.fixture
-def helpers():
+def helpers(marian_generate):
     """The module's helper functions, for test files (conftest is not importable by name)."""
+    import functools
     import types
 
-    return types.SimpleNamespace(gru_seq2seq=gru_seq2seq, hf_greedy=hf_greedy, random_sources=random_sources,
+    return types.SimpleNamespace(gru_seq2seq=gru_seq2seq, hf_greedy=functools.partial(hf_greedy, marian_generate),
+                                 random_sources=random_sources,
                                  write_lines=write_lines, VOCAB=VOCAB, PAD=PAD, EOS=EOS)

@@ -8,17 +8,9 @@ VOCAB, PAD, EOS = 96, 95, 0  # as in tests/decoding/conftest.py
 N_SOURCES = 20
 
 
-def hf_generate(hf, sources, **kwargs):
+def hf_generate(marian_generate, hf, sources, **kwargs):
     """Run transformers generate on padded sources; returns per source (ids list, score)."""
-    width = max(len(s) for s in sources)
-    ids = torch.full((len(sources), width), PAD, dtype=torch.long)
-    mask = torch.zeros((len(sources), width), dtype=torch.long)
-    for i, s in enumerate(sources):
-        ids[i, :len(s)] = torch.tensor(s)
-        mask[i, :len(s)] = 1
-    with torch.inference_mode():
-        out = hf.generate(input_ids=ids, attention_mask=mask, bad_words_ids=[[PAD]], forced_eos_token_id=None,
-                          return_dict_in_generate=True, output_scores=True, do_sample=False, **kwargs)
+    out = marian_generate(hf, sources, return_dict_in_generate=True, output_scores=True, **kwargs)
     n_ret = kwargs.get("num_return_sequences", 1)
     seqs = out.sequences[:, 1:].tolist()  # drop the decoder start token
     if kwargs.get("num_beams", 1) > 1:
@@ -46,21 +38,23 @@ def _check(ours, theirs):
 
 
 @pytest.mark.parametrize("min_new", [0, 3])
-def test_greedy_matches_transformers(random_sources, marian_pair, min_new):
+def test_greedy_matches_transformers(random_sources, marian_pair, marian_generate, min_new):
     hf, model = marian_pair
     sources = random_sources(N_SOURCES)
-    ref = hf_generate(hf, sources, num_beams=1, max_new_tokens=12, min_new_tokens=min_new, no_repeat_ngram_size=1)
+    ref = hf_generate(marian_generate, hf, sources, num_beams=1, max_new_tokens=12, min_new_tokens=min_new,
+                      no_repeat_ngram_size=1)
     opts = dict(max_length=12, min_length=min_new, no_repeat_ngram_size=1, return_scores=True)
     _check(model.generate(sources, **opts), ref)
     _check([model.generate([s], **opts)[0] for s in sources], ref)  # one by one: the same
 
 
 @pytest.mark.parametrize("length_penalty,min_new", [(1.0, 0), (0.6, 2), (1.4, 0)])
-def test_beam_search_matches_transformers(random_sources, marian_pair, length_penalty, min_new):
+def test_beam_search_matches_transformers(random_sources, marian_pair, marian_generate, length_penalty,
+                                          min_new):
     hf, model = marian_pair
     sources = random_sources(N_SOURCES, seed=2)
-    ref = hf_generate(hf, sources, num_beams=4, num_return_sequences=2, max_new_tokens=10, min_new_tokens=min_new,
-                      no_repeat_ngram_size=1, length_penalty=length_penalty)
+    ref = hf_generate(marian_generate, hf, sources, num_beams=4, num_return_sequences=2, max_new_tokens=10,
+                      min_new_tokens=min_new, no_repeat_ngram_size=1, length_penalty=length_penalty)
     opts = dict(beam_size=4, num_hypotheses=2, max_length=10, min_length=min_new, no_repeat_ngram_size=1,
                 length_penalty=length_penalty, return_scores=True)
     _check(model.generate(sources, **opts), ref)

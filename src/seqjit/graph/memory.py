@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-_ALIGN = 64
+from seqjit.kernels._aligned import ALIGN as _ALIGN
+from seqjit.kernels._aligned import aligned_empty
 
 
 @dataclass
@@ -72,16 +73,10 @@ def plan_buffers(order: list, specs: dict, planned: dict, last_use: dict) -> Mem
         for root in released:
             if root in slab_of:
                 free.append(slab_of[root])
-    slabs = [_aligned_empty(n) for n in slab_size]
+    slabs = [aligned_empty(n, np.uint8) for n in slab_size]
     views = {}
     for root, slab in slab_of.items():
         spec = specs[root]
         nbytes = int(np.prod(spec.shape, dtype=np.int64)) * np.dtype(spec.dtype).itemsize
         views[root] = slabs[slab][:nbytes].view(spec.dtype).reshape(spec.shape)
     return MemoryPlan(views, slab_of, slab_size, value_bytes)
-
-
-def _aligned_empty(nbytes: int) -> np.ndarray:
-    raw = np.empty(nbytes + _ALIGN, dtype=np.uint8)
-    start = (-raw.ctypes.data) % _ALIGN
-    return raw[start:start + nbytes]
