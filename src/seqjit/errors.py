@@ -8,7 +8,8 @@ class ModelFormatError(ValueError):
 
 
 class ConfigError(ValueError):
-    """A model configuration holds an unknown key, a missing key, or a value of the wrong kind."""
+    """A model configuration holds an unknown key, a missing key, a value of the wrong kind, or a value
+    outside its range (a non-finite float, a size past the limits of :mod:`seqjit.models.config`)."""
 
 
 class GraphError(ValueError):
@@ -17,3 +18,14 @@ class GraphError(ValueError):
 
 class ShapeError(ValueError):
     """Inputs given to a graph (or a node's inputs) do not have the shapes or dtypes it needs."""
+
+
+class ModelConfigError(ModelFormatError, ConfigError):
+    """A model directory's ``config.json`` holds a bad value: both a :class:`ConfigError` (which key is
+    wrong and why) and a :class:`ModelFormatError` (the directory cannot be loaded); the message names
+    the file."""
+
+
+class ChecksumWarning(UserWarning):
+    """A weights file carries no per-tensor checksums, so a corrupted data region cannot be detected.
+    seqjit's own ``save`` always writes them; re-save the model with seqjit to add them."""

@@ -47,24 +47,35 @@ def from_torch(state_dict, arch: str = "transformer", **config):
     return _resolve(target)(to_numpy_dict(state_dict), **config)
 
 
-def from_hf(path, *, backend=None, dtype: str = "float32"):
-    """A seqjit model from a Hugging Face model directory (``config.json`` + ``model.safetensors``);
-    supported ``model_type``: see :data:`FROM_HF`. ``pytorch_model.bin`` (a pickle) is refused with
-    the command that converts it."""
+def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool = False):
+    """A seqjit model from a Hugging Face model directory (``config.json`` + ``model.safetensors``, or
+    shards named by ``model.safetensors.index.json``); supported ``model_type``: see :data:`FROM_HF`.
+    Files are read as :func:`seqjit.load` reads them (regular files inside the directory, or the hub
+    cache's blobs; config sizes bounded; NaN/Inf weights refused unless ``allow_nonfinite``); a config
+    problem raises :class:`~seqjit.errors.ModelConfigError`. ``pytorch_model.bin`` (a pickle) is
+    refused with the command that converts it."""
     from pathlib import Path
 
-    from seqjit.models.io import CONFIG, read_json, refuse_pickles
-    from seqjit.errors import ModelFormatError
+    from seqjit.errors import ConfigError, ModelConfigError, ModelFormatError
+    from seqjit.models.io import CONFIG, model_file, read_json, refuse_pickles
 
     directory = Path(path)
     if not directory.is_dir():
         raise ModelFormatError(f"{directory} is not a Hugging Face model directory (expected config.json and model.safetensors)")
     refuse_pickles(directory)
-    hf_config = read_json(directory / CONFIG)
+    config_path = model_file(directory, CONFIG)
+    hf_config = read_json(config_path)
     model_type = hf_config.get("model_type")
-    if model_type not in FROM_HF:
-        raise ModelFormatError(f"{directory / CONFIG}: model_type {model_type!r} is not supported; supported: {', '.join(sorted(FROM_HF))}")
-    return _resolve(FROM_HF[model_type])(directory, hf_config, backend=backend, dtype=dtype)
+    if not isinstance(model_type, str) or model_type not in FROM_HF:
+        shown = repr(model_type)[:60]
+        raise ModelFormatError(f"{config_path}: model_type {shown} is not supported; supported: {', '.join(sorted(FROM_HF))}")
+    try:
+        return _resolve(FROM_HF[model_type])(directory, hf_config, backend=backend, dtype=dtype,
+                                             allow_nonfinite=allow_nonfinite)
+    except ConfigError as exc:
+        if isinstance(exc, ModelFormatError):
+            raise
+        raise ModelConfigError(str(exc) if str(config_path) in str(exc) else f"{config_path}: {exc}") from None
 
 
 __all__ = ["from_torch", "from_hf", "FROM_TORCH", "FROM_HF", "register_torch_importer"]

@@ -33,23 +33,33 @@ def cast_floats(weights: dict, dtype: str) -> dict:
     return {k: np.ascontiguousarray(v, dtype=dt) if v.dtype.kind == "f" else v for k, v in weights.items()}
 
 
-def read_hf_weights(directory: Path) -> dict:
-    """All tensors of ``model.safetensors`` (or the shards named by ``model.safetensors.index.json``)."""
-    from seqjit.models.io import read_json, read_safetensors
+def read_hf_weights(directory: Path, *, allow_nonfinite: bool = False) -> dict:
+    """All tensors of ``model.safetensors`` (or of the shards named by ``model.safetensors.index.json``,
+    whose ``weight_map`` must map tensor names to shard file names inside ``directory``)."""
+    from seqjit.models.files import INDEX_MAX_BYTES, model_file, read_json
+    from seqjit.models.io import read_safetensors
 
-    single = directory / "model.safetensors"
-    index = directory / "model.safetensors.index.json"
-    if single.exists():
-        return read_safetensors(single)[0]
-    if index.exists():
-        shards = read_json(index).get("weight_map")
-        if not isinstance(shards, dict):
-            raise ModelFormatError(f"{index} has no weight_map object")
-        tensors = {}
-        for shard in sorted(set(shards.values())):
-            tensors.update(read_safetensors(directory / shard)[0])
-        return tensors
-    raise ModelFormatError(f"{directory} has no model.safetensors (nor a sharded model.safetensors.index.json)")
+    single = model_file(directory, "model.safetensors")
+    index = model_file(directory, "model.safetensors.index.json")
+    if single.exists() or not index.exists():
+        if not single.exists():
+            raise ModelFormatError(f"{directory} has no model.safetensors (nor a sharded model.safetensors.index.json)")
+        return read_safetensors(single, allow_nonfinite=allow_nonfinite)[0]
+    weight_map = read_json(index, max_bytes=INDEX_MAX_BYTES).get("weight_map")
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise ModelFormatError(f"{index}: 'weight_map' must be an object mapping tensor names to shard file names")
+    tensors: dict = {}
+    for shard in sorted(set(weight_map.values())):
+        path = model_file(directory, shard)
+        part = read_safetensors(path, allow_nonfinite=allow_nonfinite)[0]
+        twice = sorted(set(part) & set(tensors))
+        if twice:
+            raise ModelFormatError(f"{path}: tensor(s) {', '.join(twice[:8])} also appear in another shard")
+        tensors.update(part)
+    absent = sorted(name for name in weight_map if name not in tensors)
+    if absent:
+        raise ModelFormatError(f"{index} lists tensor(s) no shard holds: {', '.join(absent[:8])}")
+    return tensors
 
 
 def unused_error(source: str, unused) -> ModelFormatError:

@@ -39,11 +39,18 @@ def marian_config(hf: dict, where: str, dtype: str = "float32") -> dict:
             return default
         return hf[key]
 
+    def flag(key, default):
+        value = get(key, default)
+        if not isinstance(value, bool):
+            raise ModelFormatError(f"{where}: {key!r} must be true or false, got {repr(value)[:60]}")
+        return value
+
     activation = get("activation_function", "gelu")
-    if activation not in _ACTIVATIONS:
-        raise ModelFormatError(f"{where}: activation_function {activation!r} is not supported; supported: {sorted(_ACTIVATIONS)}")
+    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+        raise ModelFormatError(f"{where}: activation_function {repr(activation)[:60]} is not supported; supported: "
+                               f"{sorted(_ACTIVATIONS)}")
     vocab = get("vocab_size", required=True)
-    share = bool(get("share_encoder_decoder_embeddings", True))
+    share = flag("share_encoder_decoder_embeddings", True)
     tgt_vocab = vocab if share else (get("decoder_vocab_size") or vocab)
     pad = get("pad_token_id", required=True)
     return dict(
@@ -51,22 +58,23 @@ def marian_config(hf: dict, where: str, dtype: str = "float32") -> dict:
         encoder_layers=get("encoder_layers", required=True), decoder_layers=get("decoder_layers", required=True),
         encoder_heads=get("encoder_attention_heads", required=True), decoder_heads=get("decoder_attention_heads", required=True),
         encoder_ffn_dim=get("encoder_ffn_dim", required=True), decoder_ffn_dim=get("decoder_ffn_dim", required=True),
-        activation=_ACTIVATIONS[activation], norm_first=bool(get("normalize_before", False)), layer_norm_eps=1e-5,
-        scale_embedding=bool(get("scale_embedding", False)), positions="sinusoidal", position_layout="halves",
+        activation=_ACTIVATIONS[activation], norm_first=flag("normalize_before", False), layer_norm_eps=1e-5,
+        scale_embedding=flag("scale_embedding", False), positions="sinusoidal", position_layout="halves",
         max_positions=get("max_position_embeddings", 1024), share_embeddings=share,
-        tie_output=bool(get("tie_word_embeddings", True)), final_logits_bias=True,
+        tie_output=flag("tie_word_embeddings", True), final_logits_bias=True,
         pad_id=pad, eos_id=_first(get("eos_token_id", 0)), decoder_start_id=get("decoder_start_token_id", pad),
         dtype=dtype,
     )
 
 
-def from_hf_marian(directory: Path, hf_config: dict, *, backend=None, dtype: str = "float32"):
+def from_hf_marian(directory: Path, hf_config: dict, *, backend=None, dtype: str = "float32",
+                   allow_nonfinite: bool = False):
     from seqjit.models.transformer import TransformerConfig, TransformerModel
 
     where = str(directory / "config.json")
     cfg = TransformerConfig.from_dict(marian_config(hf_config, where, dtype), where=where)
     source = str(directory / "model.safetensors")
-    raw = read_hf_weights(directory)
+    raw = read_hf_weights(directory, allow_nonfinite=allow_nonfinite)
     spec = TransformerModel.weight_spec(cfg)
     used: set = set()
     weights: dict = {}

@@ -1,18 +1,60 @@
 """Model configurations: dataclasses that round-trip through ``config.json`` with checked values.
 
 Each architecture defines a subclass of :class:`ModelConfig` (a dataclass). Fields may carry
-``metadata={"choices": (...)}``; :meth:`ModelConfig.from_dict` refuses unknown keys, missing
-required keys, values of the wrong kind and values outside ``choices``, naming the key.
+``metadata={"choices": (...)}`` or ``metadata={"max": n}``; :meth:`ModelConfig.from_dict` refuses
+unknown keys, missing required keys, values of the wrong kind, values outside ``choices``, and values
+outside the limits below, naming the key. The limits are checked before anything is built or
+allocated from the config (sizes the weights fix are then checked against the weights' header):
+
+- every integer within ``|n| <= MAX_INT`` (2**31 - 1);
+- a field's ``max`` metadata, else :data:`LIMITS` by field name: layer counts at most 1024,
+  ``max_positions`` at most 65536 (a sinusoidal table is computed from it, not read), and
+  ``layer_norm_eps`` at most 1;
+- every float finite (no NaN, Infinity or numbers too large for a float).
 """
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import ClassVar
 
 from seqjit.errors import ConfigError
 
 FORMAT_VERSION = 1
+MAX_INT = (1 << 31) - 1
+MAX_LAYERS = 1024
+MAX_POSITIONS = 1 << 16
+#: field name -> largest value allowed, for fields no weight fixes (or fixes only through many tensors)
+LIMITS = {"num_layers": MAX_LAYERS, "encoder_layers": MAX_LAYERS, "decoder_layers": MAX_LAYERS,
+          "max_positions": MAX_POSITIONS, "layer_norm_eps": 1.0}
+
+
+def _show(value, width: int = 60) -> str:
+    """``repr(value)`` cut to ``width`` characters (a config value may be huge or deeply nested)."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"a deeply nested {type(value).__name__}"
+    return text if len(text) <= width else text[:width] + "..."
+
+
+def _range_problem(value, kind: str, limit) -> str | None:
+    """What is wrong with a ``value`` already of the right ``kind`` ("int", "float", ...), or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if kind == "float":
+        try:
+            finite = math.isfinite(float(value))
+        except OverflowError:  # an integer too large for a float
+            finite = False
+        if not finite:
+            return f"must be a finite number, got {_show(value)}"
+    elif abs(value) > MAX_INT:
+        return f"is {_show(value)}, outside the range seqjit supports (|n| <= 2**31 - 1)"
+    if limit is not None and value > limit:
+        return f"is {_show(value)}; seqjit allows at most {limit}"
+    return None
 
 
 def choice(default, choices: tuple):
@@ -53,14 +95,14 @@ class ModelConfig:
         data = dict(data)
         arch = data.pop("architecture", cls.arch)
         if arch != cls.arch:
-            raise ConfigError(f"{where}: architecture is {arch!r}, expected {cls.arch!r}")
+            raise ConfigError(f"{where}: architecture is {_show(arch)}, expected {cls.arch!r}")
         version = data.pop("format_version", FORMAT_VERSION)
         if version != FORMAT_VERSION:
-            raise ConfigError(f"{where}: format_version {version!r} is not supported (this seqjit reads {FORMAT_VERSION})")
+            raise ConfigError(f"{where}: format_version {_show(version)} is not supported (this seqjit reads {FORMAT_VERSION})")
         fields = {f.name: f for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - set(fields))
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {unknown} for architecture {cls.arch!r}")
+            raise ConfigError(f"{where}: unknown key(s) {_show(unknown, 200)} for architecture {cls.arch!r}")
         hints = typing.get_type_hints(cls)
         for name, f in fields.items():
             if name not in data:
@@ -71,10 +113,14 @@ class ModelConfig:
             annotation = f.type if isinstance(f.type, str) else str(hints.get(name, ""))
             annotation = annotation.replace("typing.", "").replace("<class '", "").replace("'>", "")
             if not _kind_ok(value, annotation):
-                raise ConfigError(f"{where}: {name!r} must be {annotation}, got {value!r}")
+                raise ConfigError(f"{where}: {name!r} must be {annotation}, got {_show(value)}")
             choices = f.metadata.get("choices")
             if choices is not None and value not in choices:
-                raise ConfigError(f"{where}: {name!r} must be one of {list(choices)}, got {value!r}")
+                raise ConfigError(f"{where}: {name!r} must be one of {list(choices)}, got {_show(value)}")
+            kind = annotation.replace(" ", "").replace("|None", "").replace("None|", "")
+            problem = _range_problem(value, kind, f.metadata.get("max", LIMITS.get(name)))
+            if problem:
+                raise ConfigError(f"{where}: {name!r} {problem}")
         config = cls(**data)
         config.validate(where)
         return config
@@ -89,4 +135,4 @@ class ModelConfig:
 def positive(where: str, **values) -> None:
     for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-            raise ConfigError(f"{where}: {name!r} must be a positive integer, got {value!r}")
+            raise ConfigError(f"{where}: {name!r} must be a positive integer, got {_show(value)}")

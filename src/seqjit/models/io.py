@@ -3,101 +3,60 @@
 - ``config.json``: ``{"architecture": ..., "format_version": 1, <the architecture's config>}``; the
   graphs are rebuilt from it by the architecture's builder.
 - ``model.safetensors``: the weights (safetensors' NumPy API), with a CRC-32 per tensor in the
-  metadata so a corrupted data region is detected, not just a broken header.
+  metadata so a corrupted data region is detected, not just a broken header
+  (:mod:`seqjit.models.weights_file`).
 
-Every problem raises :class:`~seqjit.errors.ModelFormatError` naming the file: a missing file, bad
-JSON, an unknown architecture or config key, a truncated or corrupted safetensors file, a checksum
-mismatch, and any weight missing, unexpected, misshapen or of the wrong dtype. A directory holding
-only ``pytorch_model.bin`` is refused: that format is a pickle, which can run code when loaded.
+:func:`load_model` (``seqjit.load``) trusts nothing in the directory, and checks, in this order:
+
+- both files are regular files inside the directory (a symlink leading out, a FIFO or a link to
+  ``/dev/zero`` is refused); ``config.json`` is at most 1 MiB (:mod:`seqjit.models.files`);
+- the config: known architecture and keys, values of the right kind, floats finite, sizes within
+  the limits of :mod:`seqjit.models.config` (layers <= 1024, ``max_positions`` <= 65536);
+- the weights' header against the config (names, shapes, dtypes), before any tensor is read;
+- the checksums (a file without them loads with a :class:`~seqjit.errors.ChecksumWarning`);
+- NaN and Inf in every float weight (``allow_nonfinite=True`` loads them anyway).
+
+A config problem raises :class:`~seqjit.errors.ModelConfigError` (both a ConfigError and a
+ModelFormatError); every other problem :class:`~seqjit.errors.ModelFormatError`; both name the
+file. A directory holding only ``pytorch_model.bin`` is refused: that format is a pickle, which can
+run code when loaded; the message gives the command that converts it.
 """
 from __future__ import annotations
 
 import json
-import os
-import zlib
+import shlex
 from pathlib import Path
 
-import numpy as np
-
-from seqjit.errors import ConfigError, ModelFormatError
+from seqjit.errors import ConfigError, ModelConfigError, ModelFormatError
+from seqjit.models.files import model_file, read_json
+from seqjit.models.weights_file import CRC_KEY as _CRC_KEY, crc32 as _crc, read_safetensors, write_safetensors
 
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
-_CRC_KEY = "seqjit.crc32"
+PICKLES = ("pytorch_model.bin", "model.bin", "model.pt", "model.pth")
 
-PICKLE_REFUSAL = (
-    "{path} is a PyTorch pickle; seqjit never loads pickles (unpickling can run arbitrary code). "
-    "Convert it once, where you trust the file, with: python -c \"import torch; from safetensors.torch import "
-    "save_file; sd = torch.load('{path}', weights_only=True); save_file({{k: v.contiguous() for k, v in sd.items()}}, "
-    "'{target}')\"  (or transformers' save_pretrained(dir, safe_serialization=True))"
-)
+
+def pickle_conversion_command(path, target) -> str:
+    """A shell command that converts the PyTorch state dict pickled at ``path`` into safetensors file
+    ``target``. Each tensor is cloned: a state dict with tied weights (Marian's shared embeddings,
+    ``lm_head``) holds tensors sharing memory, which safetensors refuses to save."""
+    code = ("import torch; from safetensors.torch import save_file; "
+            f"sd = torch.load({str(path)!r}, map_location='cpu', weights_only=True); "
+            f"save_file({{k: v.detach().clone().contiguous() for k, v in sd.items()}}, {str(target)!r})")
+    return shlex.join(["python", "-c", code])
 
 
 def refuse_pickles(directory: Path) -> None:
-    for name in ("pytorch_model.bin", "model.bin", "model.pt", "model.pth"):
+    for name in PICKLES:
         if (directory / name).exists() and not (directory / WEIGHTS).exists():
-            raise ModelFormatError(PICKLE_REFUSAL.format(path=directory / name, target=directory / WEIGHTS))
-
-
-def read_json(path: Path) -> dict:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ModelFormatError(f"{path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ModelFormatError(f"{path} cannot be read: {exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ModelFormatError(f"{path} is not valid JSON ({exc}); the file is truncated or corrupted") from None
-    if not isinstance(data, dict):
-        raise ModelFormatError(f"{path} must hold a JSON object, got {type(data).__name__}")
-    return data
-
-
-def read_safetensors(path: Path, *, verify: bool = True) -> tuple[dict, dict]:
-    """``(tensors, metadata)`` of a safetensors file, as NumPy arrays; errors name the file."""
-    from safetensors import SafetensorError, safe_open
-
-    if not path.exists():
-        raise ModelFormatError(f"{path} does not exist")
-    try:
-        tensors = {}
-        with safe_open(str(path), framework="np") as f:
-            metadata = dict(f.metadata() or {})
-            for name in f.keys():
-                tensors[name] = f.get_tensor(name)
-    except (SafetensorError, OSError, ValueError, TypeError) as exc:
-        raise ModelFormatError(f"{path} is not a readable safetensors file ({exc}); it is truncated, corrupted or "
-                               "uses a dtype NumPy lacks (bfloat16)") from None
-    if verify and _CRC_KEY in metadata:
-        try:
-            expected = json.loads(metadata[_CRC_KEY])
-        except json.JSONDecodeError:
-            raise ModelFormatError(f"{path}: the checksum metadata is corrupted") from None
-        for name, arr in tensors.items():
-            if name in expected and _crc(arr) != expected[name]:
-                raise ModelFormatError(f"{path}: tensor {name!r} fails its CRC-32 check; the file is corrupted")
-    return tensors, metadata
-
-
-def write_safetensors(path: Path, tensors: dict, metadata: dict | None = None) -> None:
-    from safetensors.numpy import save_file
-
-    tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
-    meta = dict(metadata or {})
-    meta[_CRC_KEY] = json.dumps({k: _crc(v) for k, v in tensors.items()}, sort_keys=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=meta)
-    os.chmod(tmp, 0o644)  # safetensors creates the file owner-only; a model is data others may read
-    os.replace(tmp, path)
-
-
-def _crc(arr: np.ndarray) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(arr)).cast("B"))
+            path = directory / name
+            raise ModelFormatError(
+                f"{path} is a PyTorch pickle; seqjit never loads pickles (unpickling can run arbitrary code). Convert "
+                f"it once, where you trust the file, with: {pickle_conversion_command(path, directory / WEIGHTS)}  "
+                "(or load it with transformers and call save_pretrained(dir, safe_serialization=True))")
 
 
 def save_model(model, path) -> None:
-    """Write ``model``'s ``config.json`` and ``model.safetensors`` into directory ``path``."""
+    """Write ``model``'s ``config.json`` and ``model.safetensors`` (with checksums) into directory ``path``."""
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors(directory / WEIGHTS, model.weights, {"format": "seqjit", "architecture": model.arch})
@@ -105,20 +64,30 @@ def save_model(model, path) -> None:
     (directory / CONFIG).write_text(text, encoding="utf-8")
 
 
-def load_model(path, *, backend=None):
-    """The model saved in directory ``path`` (see the module docstring)."""
+def load_model(path, *, backend=None, allow_nonfinite: bool = False):
+    """The model saved in directory ``path``, checked as the module docstring says.
+    ``allow_nonfinite=True`` loads weights holding NaN or Inf (refused by default)."""
     from seqjit.models import model_class
 
     directory = Path(path)
     if not directory.is_dir():
         raise ModelFormatError(f"{directory} is not a model directory (expected a folder with {CONFIG} and {WEIGHTS})")
     refuse_pickles(directory)
-    data = read_json(directory / CONFIG)
-    arch = data.get("architecture")
+    config_path = model_file(directory, CONFIG)
+    data = read_json(config_path)
     try:
-        cls = model_class(arch)
-        config = cls.config_class.from_dict(data, where=str(directory / CONFIG))
+        if not isinstance(data.get("architecture"), str):
+            raise ConfigError(f"'architecture' must be a string naming the architecture, got "
+                              f"{type(data.get('architecture')).__name__}")
+        cls = model_class(data["architecture"])
+        config = cls.config_class.from_dict(data, where=str(config_path))
     except ConfigError as exc:
-        raise ModelFormatError(str(exc) if str(directory) in str(exc) else f"{directory / CONFIG}: {exc}") from None
-    weights, _ = read_safetensors(directory / WEIGHTS)
-    return cls(config, weights, backend=backend, source=str(directory / WEIGHTS))
+        raise ModelConfigError(str(exc) if str(directory) in str(exc) else f"{config_path}: {exc}") from None
+    weights_path = model_file(directory, WEIGHTS)
+    weights, _ = read_safetensors(weights_path, spec=cls.weight_spec(config), warn_unchecked=True,
+                                  allow_nonfinite=allow_nonfinite)
+    return cls(config, weights, backend=backend, source=str(weights_path))
+
+
+__all__ = ["load_model", "save_model", "read_json", "read_safetensors", "write_safetensors", "refuse_pickles",
+           "pickle_conversion_command", "model_file", "CONFIG", "WEIGHTS"]
