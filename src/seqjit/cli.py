@@ -2,7 +2,8 @@
 
 Each subcommand is a module of :mod:`seqjit.commands` with ``register(subparsers)``, which adds its
 parser and sets ``func(args) -> exit status``. Errors a user can fix (a missing model directory, a
-bad argument) print one ``seqjit: error: ...`` line and exit with status 2.
+bad argument) print one ``seqjit: error: ...`` line and exit with status 2. ``--threads N`` is
+accepted before or after the subcommand; ``--version`` prints the version.
 """
 from __future__ import annotations
 
@@ -15,12 +16,32 @@ from seqjit.errors import ConfigError, ModelFormatError
 COMMANDS = ("demo", "g2p", "translate", "convert", "inspect", "bench")
 
 
+THREADS_HELP = "threads for Numba, OpenMP and BLAS (default: all cores)"
+
+
+def positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
+    from seqjit import __version__
+
     parser = argparse.ArgumentParser(prog="seqjit", description="Framework-free seq2seq inference.")
-    parser.add_argument("--threads", type=int, default=None, help="threads for Numba, OpenMP and BLAS (default: all cores)")
+    parser.add_argument("--version", action="version", version=f"seqjit {__version__}")
+    parser.add_argument("--threads", type=positive_int, default=None, metavar="N", help=THREADS_HELP)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"seqjit.commands.{name}").register(sub)
+    for command in sub.choices.values():  # also after the subcommand; SUPPRESS keeps a value given before it
+        if "--threads" not in command._option_string_actions:  # bench has its own (threads per engine)
+            command.add_argument("--threads", type=positive_int, default=argparse.SUPPRESS, metavar="N",
+                                 help=THREADS_HELP)
     return parser
 
 

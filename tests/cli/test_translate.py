@@ -84,15 +84,17 @@ def test_bad_lines_keep_alignment(cli, marian, helpers, tmp_path):
     assert [got[0], got[5], got[8]] == [" ".join(map(str, e)) for e in expected]
     assert all(got[i] == "" for i in (1, 2, 3, 4, 6, 7))
     messages = {}
+    prefix = f"seqjit: {path}:"  # one format for every command: seqjit: FILE:LINE: what is wrong
     for line in err.splitlines():
-        if line.startswith(f"{path}:"):
-            number, message = line[len(f"{path}:"):].split(": ", 1)
+        if line.startswith(prefix):
+            number, message = line[len(prefix):].split(": ", 1)
             messages[int(number)] = message
     assert sorted(messages) == [2, 3, 4, 5, 7, 8]
     for number, what in [(2, "('five') is not an integer"), (3, "empty line"), (4, "token id 96"),
                          (5, "not valid utf-8 text"), (7, "more than the model's max_positions (64)"), (8, "token id -1")]:
         assert what in messages[number], (number, messages[number])
-    assert "6 of 9 line(s)" in err
+    assert "seqjit: 6 of 9 line(s)" in err
+    assert all(line.startswith("seqjit: ") for line in err.splitlines())
 
 
 def test_output_written_before_a_failure_is_kept(cli, marian, helpers, tmp_path, monkeypatch):

@@ -20,21 +20,25 @@ def test_g2p_words_print_the_models_phonemes(capsys):
 
 def test_g2p_file_keeps_lines_aligned_and_reports_bad_ones(tmp_path, capsys):
     src = tmp_path / "words.txt"
-    src.write_bytes("hello\n\nna\xefve\nbad\xff\xfeline\nworld\n".encode("latin-1").replace(b"na\xefve", "naïve".encode()))
+    src.write_bytes("hello\n\nMüßig\nbad\xff\xfeline\nworld\n".encode("latin-1")
+                    .replace("Müßig".encode("latin-1"), "Müßig".encode()))
     dst = tmp_path / "out.txt"
     status = main(["g2p", "--model", "gru", "--input", str(src), "--output", str(dst), "--max-batch-tokens", "8"])
     err = capsys.readouterr().err
     assert status == 1
     lines = dst.read_text(encoding="utf-8").split("\n")
     assert len(lines) == 6 and lines[-1] == ""  # five input lines, five output lines
-    expected = {p.word: " ".join(p.phonemes) for p in G2P("gru").predict(["hello", "naïve", "world"])}
+    expected = {p.word: " ".join(p.phonemes) for p in G2P("gru").predict(["hello", "Müßig", "world"])}
     assert lines[0] == f"hello\t{expected['hello']}" and lines[4] == f"world\t{expected['world']}"
     assert lines[1] == "" and lines[3] == ""
-    assert lines[2] == f"naïve\t{expected['naïve']}"
-    assert f"{src}:2: empty line" in err
-    assert f"{src}:3:" in err and "'ï'" in err and "<unk>" in err
-    assert f"{src}:4: not valid utf-8" in err
-    assert "2 line(s) could not be read" in err
+    assert lines[2] == f"Müßig\t{expected['Müßig']}"
+    assert f"seqjit: {src}:2: empty line" in err
+    # ü is folded to u silently; ß has no accent-free form: reported, with the spelling that was read
+    assert f"seqjit: {src}:3: 'Müßig' has character(s) 'ß' the model does not know; read as <unk> " \
+           "(accents folded: read as 'mußig')" in err
+    assert "'ü'" not in err
+    assert f"seqjit: {src}:4: not valid utf-8" in err
+    assert "seqjit: 2 of 5 line(s) could not be pronounced" in err
 
 
 def test_g2p_errors_are_clear(tmp_path, capsys):
@@ -42,8 +46,8 @@ def test_g2p_errors_are_clear(tmp_path, capsys):
     assert "neither a bundled G2P model" in capsys.readouterr().err
     assert main(["g2p", "--input", str(tmp_path / "missing.txt")]) == 2
     assert "missing.txt" in capsys.readouterr().err
-    assert main(["g2p"]) == 2
-    assert "give words or --input" in capsys.readouterr().err
+    assert main(["g2p", "--input", str(tmp_path / "missing.txt"), "hello"]) == 2
+    assert "give words or --input FILE, not both" in capsys.readouterr().err
     (tmp_path / "empty").mkdir()
     assert main(["g2p", "--model", str(tmp_path / "empty"), "hello"]) == 2
     assert "g2p.json: missing" in capsys.readouterr().err

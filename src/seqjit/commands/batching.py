@@ -104,20 +104,3 @@ def count_lines(path) -> int | None:
     with open(path, "rb") as f:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
 
-
-def progress_bar(total, *, enabled: bool, unit: str = "line"):
-    """A tqdm bar on stderr (``update(n)``/``close()``), or a no-op when disabled or tqdm is absent."""
-    class _Null:
-        def update(self, n=1):
-            pass
-
-        def close(self):
-            pass
-
-    if not enabled:
-        return _Null()
-    try:
-        from tqdm import tqdm
-    except ModuleNotFoundError:
-        return _Null()
-    return tqdm(total=total, unit=unit, dynamic_ncols=True, leave=False)

@@ -3,90 +3,185 @@
     seqjit g2p hello world                        # word<TAB>phonemes, one line each
     seqjit g2p --model attention --beam-size 4 seqjit
     seqjit g2p --input words.txt --output phonemes.txt
+    echo hello | seqjit g2p                       # no words (or '-'): one word per line from stdin
+    seqjit g2p --format json --beam-size 4 --num-hypotheses 3 hello
 
-Files: one word per line; output lines stay aligned with input lines. A character the model does
-not know is read as ``<unk>`` and reported (kept, never dropped); a line that cannot be read (not
-UTF-8, or empty) gets an empty output line and a message, and the exit status is then 1.
+Input: one word per line. A line holding a tab is read up to its first tab (the rest, such as a
+lexicon's pronunciation column, is ignored), so a word never holds a tab and the TSV output always
+has two columns. Output lines stay aligned with input lines:
+
+- tsv (default): word<TAB>phonemes, the phonemes separated by spaces.
+- json: one object per line: "word", "phonemes" (a list), "score" (the sum of the phonemes'
+  log-probabilities; beam search: divided by the output length), "hypotheses" (the n-best, best first,
+  each {"phonemes", "score"}; --num-hypotheses N with --beam-size >= N), "unknown" (characters
+  read as <unk>), "truncated" and "error" (null, or why the line gave no pronunciation).
+
+A letter the model does not know is read without its accents (cafe for café; --no-fold-accents
+turns this off). A character still unknown is read as <unk> and reported, with the spelling read
+when accents were folded. A line that cannot be used (not UTF-8, empty, more letters than the
+model's positions: 128 for the Transformer) gets an empty output line (json: an object with its
+"error") and a message; the run goes on and exits with status 1. Phonemes cut short by the length
+limit (--max-length, or 2 x letters + 4; no end token) are reported as a warning. Messages read
+seqjit: FILE:LINE: what is wrong. --output is written to a temporary file renamed into place when
+the run ends, and may not name the input file.
 """
 from __future__ import annotations
 
+import argparse
+import json
+import math
 import sys
 
-from seqjit.commands.batching import Record, count_lines, process, progress_bar, read_lines
+from seqjit.commands.batching import Record, count_lines, process, read_lines
+from seqjit.commands.messages import Reporter, is_terminal
+from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 
 
 def register(sub) -> None:
     from seqjit.g2p.predictor import BUNDLED, DEFAULT_MODEL
 
     p = sub.add_parser("g2p", help="words to phonemes with the bundled G2P models", description=__doc__,
-                       formatter_class=__import__("argparse").RawDescriptionHelpFormatter)
-    p.add_argument("words", nargs="*", help="words to pronounce (or use --input)")
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("words", nargs="*", help="words to pronounce (none, or '-': read stdin; or use --input)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"bundled model ({', '.join(BUNDLED)}) or a model directory "
                    f"(default {DEFAULT_MODEL})")
     p.add_argument("--input", help="file of words, one per line ('-': stdin)")
-    p.add_argument("--output", default="-", help="output file (default stdout)")
+    p.add_argument("--output", default=STDIO, help="output file (default stdout)")
+    p.add_argument("--format", choices=("tsv", "json"), default="tsv",
+                   help="tsv: word<TAB>phonemes; json: one object per line (default tsv)")
     p.add_argument("--beam-size", type=int, default=1)
-    p.add_argument("--max-length", type=int, default=None, help="most phonemes per word (default 2 x letters + 4)")
+    p.add_argument("--num-hypotheses", type=int, default=1, help="n-best per word, with --format json (default 1)")
+    p.add_argument("--max-length", type=int, default=None,
+                   help="most phonemes per word, end token included (default 2 x letters + 4)")
     p.add_argument("--max-batch-tokens", type=int, default=4096, help="padded letters per batch (default 4096)")
+    p.add_argument("--fold-accents", action=argparse.BooleanOptionalAction, default=True,
+                   help="read a letter the model does not know without its accents (default: on)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
 
-def _records(args):
-    if args.input is None:
-        for i, word in enumerate(args.words):
-            yield Record(i, i + 1, word, len(word)) if word.strip() else Record(i, i + 1, error="empty word")
-        return
-    for i, (line, text, error) in enumerate(read_lines(args.input)):
-        if error is None and not text.strip():
-            error = "empty line (no word)"
-        yield Record(i, line, None if error else text.strip(), 0 if error else len(text.strip()), error)
+class Failed:
+    """A word that could not be pronounced (its batch's error, found by running it alone)."""
+
+    def __init__(self, message: str):
+        self.message = message
+
+
+def _source(args):
+    """The input: a path, ``-`` (stdin) or None (the words on the command line)."""
+    if args.input is not None:
+        if args.words:
+            raise ValueError("g2p: give words or --input FILE, not both")
+        return args.input
+    if not args.words or args.words == [STDIO]:
+        return STDIO
+    if STDIO in args.words:
+        raise ValueError("g2p: '-' (read stdin) cannot be combined with other words")
+    return None
+
+
+def _records(args, source, g2p):
+    lines = ((n, w, None) for n, w in enumerate(args.words, 1)) if source is None else read_lines(source)
+    for number, text, error in lines:
+        word, length = None, 0
+        if error is None:
+            word = text.split("\t", 1)[0].strip()
+            if not text.strip():
+                error = "empty line (no word)"
+            elif not word:
+                error = "no word before the tab"
+            else:
+                try:
+                    length = len(g2p.spell(word)[0])
+                except ValueError as exc:
+                    error = str(exc)
+        yield Record(number - 1, number, word, length, error)
+
+
+def _check(args) -> None:
+    for name in ("beam_size", "num_hypotheses", "max_length", "max_batch_tokens"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.num_hypotheses > args.beam_size:
+        raise ValueError(f"--num-hypotheses {args.num_hypotheses} needs --beam-size of at least {args.num_hypotheses}")
+    if args.num_hypotheses > 1 and args.format != "json":
+        raise ValueError("--num-hypotheses needs --format json (a TSV line holds one pronunciation)")
+
+
+def _tsv(word, result) -> str:
+    return "" if result is None else f"{result.word}\t{' '.join(result.phonemes)}"
+
+
+def _json(word, result, error=None) -> str:
+    def number(x):
+        return x if math.isfinite(x) else None
+
+    data = {"word": word, "phonemes": None, "score": None, "hypotheses": [], "unknown": [], "truncated": False,
+            "error": error}
+    if result is not None:
+        data.update(phonemes=result.phonemes, score=number(result.score), unknown=result.unknown,
+                    hypotheses=[{"phonemes": p, "score": number(s)} for p, s in result.hypotheses],
+                    truncated=result.truncated)
+    return json.dumps(data, ensure_ascii=False)
 
 
 def run(args) -> int:
     from seqjit.g2p import G2P
 
-    if args.input is None and not args.words:
-        raise ValueError("g2p: give words or --input FILE")
-    if args.input is not None and args.words:
-        raise ValueError("g2p: give words or --input FILE, not both")
-    if args.beam_size < 1:
-        raise ValueError(f"--beam-size must be at least 1, got {args.beam_size}")
-    if args.max_length is not None and args.max_length < 1:
-        raise ValueError(f"--max-length must be at least 1, got {args.max_length}")
-    if args.input not in (None, "-"):
-        open(args.input, "rb").close()  # a missing file fails here, before the model loads
-    g2p = G2P(args.model)
-    where = args.input or "argv"
-    out = sys.stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-    bar = progress_bar(count_lines(args.input) if args.input else None,
-                       enabled=args.input is not None and not args.quiet and out is not sys.stdout, unit="word")
-    failures = 0
+    _check(args)
+    source = _source(args)
+    if source not in (None, STDIO):
+        open(source, "rb").close()  # a missing file fails here, before the model loads
+    if source is not None:
+        refuse_input_as_output(source, args.output)
+    g2p = G2P(args.model, fold_accents=args.fold_accents)
+    if args.max_length is not None and g2p.max_positions is not None and args.max_length > g2p.max_positions:
+        raise ValueError(f"--max-length {args.max_length} exceeds the model's {g2p.max_positions} positions")
+    name = {None: "<argv>", STDIO: "<stdin>"}.get(source, source)
+    show_bar = source not in (None, STDIO) and not args.quiet and (args.output != STDIO or not is_terminal(sys.stdout))
+    reporter = Reporter(name, bar=show_bar, total=lambda: count_lines(source), unit="word")
+    line_of = _json if args.format == "json" else _tsv
+    failures = total = 0
 
     def run_batch(words):
-        return g2p.predict(words, beam_size=args.beam_size, max_length=args.max_length)
+        try:
+            return g2p.predict(words, beam_size=args.beam_size, max_length=args.max_length,
+                               num_hypotheses=args.num_hypotheses)
+        except ValueError as exc:
+            if len(words) == 1:
+                return [Failed(str(exc).removeprefix("words[0]: "))]
+            return [run_batch([word])[0] for word in words]  # find the word at fault
 
     def emit(record, result):
-        nonlocal failures
+        nonlocal failures, total
+        total += 1
+        if isinstance(result, Failed):
+            record.error, result = result.message, None
         if record.error is not None:
             failures += 1
-            print(f"seqjit: {where}:{record.line}: {record.error}", file=sys.stderr)
-            out.write("\n")
+            reporter.line(record.line, record.error)
+            out.write((_json(record.item, None, record.error) if args.format == "json" else "") + "\n")
         else:
             if result.unknown:
                 chars = ", ".join(repr(c) for c in dict.fromkeys(result.unknown))
-                print(f"seqjit: {where}:{record.line}: {result.word!r} has character(s) {chars} the model does not know; "
-                      "read as <unk>", file=sys.stderr)
-            out.write(f"{result.word}\t{' '.join(result.phonemes)}\n")
+                folded = f" (accents folded: read as {result.spelled!r})" if result.spelled != result.word.lower() else ""
+                reporter.line(record.line, f"{result.word!r} has character(s) {chars} the model does not know; "
+                                           f"read as <unk>{folded}")
+            if result.truncated:
+                reporter.line(record.line, f"warning: the phonemes of {result.word!r} were cut short by the length limit "
+                                           "(no end token; raise --max-length)")
+            out.write(line_of(record.item, result) + "\n")
         out.flush()
 
-    try:
-        process(_records(args), run_batch, emit, max_tokens=args.max_batch_tokens, progress=bar.update)
-    finally:
-        bar.close()
-        if out is not sys.stdout:
-            out.close()
+    with output_stream(args.output) as out:
+        try:
+            process(_records(args, source, g2p), run_batch, emit, max_tokens=args.max_batch_tokens,
+                    progress=reporter.update)
+        finally:
+            reporter.close()
     if failures:
-        print(f"seqjit: {failures} line(s) could not be read (empty output lines in their place)", file=sys.stderr)
+        instead = "objects with an \"error\"" if args.format == "json" else "empty output lines"
+        reporter.note(f"{failures} of {total} line(s) could not be pronounced ({instead} in their place)")
         return 1
     return 0

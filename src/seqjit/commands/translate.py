@@ -14,8 +14,10 @@ Two input forms:
 Sources are batched by tokens (:func:`seqjit.commands.batching.process`); every output line is
 written and flushed as soon as all earlier ones are out. A line that cannot be used (not UTF-8, a
 non-integer token, an id outside the source vocabulary, too long for the model, an empty line of
-ids) is reported on stderr as ``FILE:LINE: what is wrong`` and gives an empty output line, so
-output lines stay aligned with input lines; the command goes on and exits with status 1.
+ids) is reported on stderr as ``seqjit: FILE:LINE: what is wrong`` and gives an empty output line,
+so output lines stay aligned with input lines; the command goes on and exits with status 1. The
+progress bar is drawn only when stderr is a terminal. ``--output`` is written to a temporary file
+renamed into place when the run ends, and may not name the input file (nor a link to it).
 """
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ import json
 import sys
 from pathlib import Path
 
-from seqjit.commands.batching import Record, count_lines, process, progress_bar, read_lines
+from seqjit.commands.batching import Record, count_lines, process, read_lines
+from seqjit.commands.messages import Reporter, is_terminal
+from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.errors import ModelFormatError
 
 SPM_HINT = "pip install sentencepiece"
@@ -207,8 +211,7 @@ def run(args) -> int:
             raise FileNotFoundError(f"the input file {source} does not exist")
         if source.is_dir():
             raise IsADirectoryError(f"the input {source} is a directory, not a file")
-        if args.output != "-" and Path(args.output).resolve() == source.resolve():
-            raise ValueError(f"--output {args.output} is the input file: writing it would erase the input")
+    refuse_input_as_output(args.input, args.output)
 
     directory = Path(args.model)
     model = load_any(directory)
@@ -232,19 +235,10 @@ def run(args) -> int:
                 return [Failed(str(exc))]
             return [run_batch([item])[0] for item in items]  # find the source at fault
 
-    name = "<stdin>" if args.input == "-" else args.input
-    to_stdout = args.output == "-"
-    show = not args.quiet and args.input != "-" and sys.stderr.isatty()
-    bar = progress_bar(count_lines(args.input) if show else None, enabled=show)
-    out = sys.stdout if to_stdout else open(args.output, "w", encoding="utf-8", newline="\n")
+    name = "<stdin>" if args.input == STDIO else args.input
+    show_bar = not args.quiet and args.input != STDIO and (args.output != STDIO or not is_terminal(sys.stdout))
+    reporter = Reporter(name, bar=show_bar, total=lambda: count_lines(args.input))
     bad = total = 0
-
-    def report(message: str) -> None:
-        write = getattr(bar, "write", None)  # tqdm's, which keeps the bar intact
-        if write is not None:
-            write(message, file=sys.stderr)
-        else:
-            print(message, file=sys.stderr, flush=True)
 
     def emit(record, result):
         nonlocal bad, total
@@ -253,7 +247,7 @@ def run(args) -> int:
             record.error, result = result.message, None
         if record.error:
             bad += 1
-            report(f"{name}:{record.line}: {record.error}")
+            reporter.line(record.line, record.error)
         if result is None:
             line = ""
         elif codec is not None:
@@ -263,15 +257,13 @@ def run(args) -> int:
         out.write(line + "\n")
         out.flush()
 
-    try:
-        process(records(args.input, model, codec, max_positions), run_batch, emit, max_tokens=args.max_batch_tokens,
-                max_batch=args.max_batch_size, progress=bar.update)
-    finally:
-        bar.close()
-        if not to_stdout:
-            out.close()
+    with output_stream(args.output) as out:
+        try:
+            process(records(args.input, model, codec, max_positions), run_batch, emit, max_tokens=args.max_batch_tokens,
+                    max_batch=args.max_batch_size, progress=reporter.update)
+        finally:
+            reporter.close()
     if bad:
-        print(f"seqjit translate: {bad} of {total} line(s) could not be translated (empty output lines in their place)",
-              file=sys.stderr)
+        reporter.note(f"{bad} of {total} line(s) could not be translated (empty output lines in their place)")
         return 1
     return 0

@@ -7,7 +7,7 @@
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -40,23 +40,33 @@ def model_dir(model) -> Path:
 
 @dataclass
 class Pronunciation:
-    """One word's result: ``phonemes``; ``unknown``: characters read as ``<unk>``; ``attention``
-    ``[len(phonemes), len(word)]`` (attention models, when asked: for the Transformer the last
-    decoder layer's cross-attention averaged over heads)."""
+    """One word's result: ``phonemes``; ``unknown``: characters read as ``<unk>``; ``score``: the sum
+    of the phonemes' log-probabilities (beam search: divided by length ** length_penalty);
+    ``attention`` ``[len(phonemes), len(word)]`` (attention models, when asked: for the Transformer
+    the last decoder layer's cross-attention averaged over heads); ``spelled``: the letters the model
+    read (lower-cased, accents folded); ``hypotheses``: the n-best ``(phonemes, score)``, best first;
+    ``truncated``: decoding stopped at ``max_length`` before the end token (phonemes cut short)."""
 
     word: str
     phonemes: list
     unknown: list
     score: float
     attention: np.ndarray | None = None
+    spelled: str = ""
+    hypotheses: list = field(default_factory=list)
+    truncated: bool = False
 
 
 class G2P:
-    def __init__(self, model=DEFAULT_MODEL, *, backend=DEFAULT_BACKEND):
+    """A G2P model. ``fold_accents`` (default True): a letter the model does not know is read
+    without its accents (``café`` as ``cafe``; :func:`seqjit.g2p.vocab.without_accents`)."""
+
+    def __init__(self, model=DEFAULT_MODEL, *, backend=DEFAULT_BACKEND, fold_accents: bool = True):
         import seqjit
 
         self.directory = model_dir(model)
         self.name = model if isinstance(model, str) and model in BUNDLED else self.directory.name
+        self.fold_accents = bool(fold_accents)
         self.vocab = Vocab.load(self.directory)
         self.model = seqjit.load(self.directory, backend=backend)
         if (self.model.source_vocab_size, self.model.target_vocab_size) != (self.vocab.src_size, self.vocab.tgt_size):
@@ -71,25 +81,48 @@ class G2P:
     def has_attention(self) -> bool:
         return self.arch != "rnn_seq2seq"
 
+    @property
+    def max_positions(self) -> int | None:
+        """The most letters a word may have and the most phonemes (end token included) decoded for
+        it (the Transformer's position table); None when the model has no such limit."""
+        return getattr(self.model.config, "max_positions", None)
+
+    def spell(self, word: str) -> tuple[list, list, str]:
+        """``(source ids, characters read as <unk>, letters read)`` of ``word``; ValueError when it
+        is empty or longer than :attr:`max_positions`."""
+        if not isinstance(word, str) or not word.strip():
+            raise ValueError(f"a word must be a non-empty string, got {word!r}")
+        ids, unknown, spelled = self.vocab.spell(word.strip(), fold_accents=self.fold_accents)
+        if self.max_positions is not None and len(ids) > self.max_positions:
+            raise ValueError(f"the word has {len(ids)} letters, more than the model's {self.max_positions} positions "
+                             "(max_positions)")
+        return ids, unknown, spelled
+
     def predict(self, words, *, beam_size: int = 1, max_length: int | None = None, return_attention: bool = False,
-                max_batch_size: int = 256) -> list:
-        """:class:`Pronunciation` of each word (a string of at least one character)."""
+                max_batch_size: int = 256, num_hypotheses: int = 1) -> list:
+        """:class:`Pronunciation` of each word (a string of at least one character, at most
+        :attr:`max_positions` letters). ``max_length``: most phonemes per word, end token included
+        (default 2 x the longest word's letters + 4, at most :attr:`max_positions`);
+        ``num_hypotheses``: the n-best kept in :attr:`Pronunciation.hypotheses` (<= ``beam_size``)."""
         if isinstance(words, str):
             raise TypeError("words must be a list of strings, got one string (wrap it in a list)")
         encoded = []
         for i, word in enumerate(words):
-            if not isinstance(word, str) or not word.strip():
-                raise ValueError(f"words[{i}] must be a non-empty string, got {word!r}")
-            encoded.append(self.vocab.encode_word(word.strip()))
+            try:
+                encoded.append(self.spell(word))
+            except ValueError as exc:
+                raise ValueError(f"words[{i}]: {exc}") from None
         if not encoded:
             return []
-        limit = max_length or 2 * max(len(ids) for ids, _ in encoded) + 4
+        limit = max_length or min(2 * max(len(ids) for ids, _, _ in encoded) + 4, self.max_positions or 1 << 30)
+        if self.max_positions is not None and limit > self.max_positions:
+            raise ValueError(f"max_length {limit} exceeds the model's {self.max_positions} positions (max_positions)")
         attention = return_attention and self.has_attention
-        results = self.model.generate([ids for ids, _ in encoded], beam_size=beam_size, max_length=limit,
-                                      return_attention=attention, return_scores=True,
+        results = self.model.generate([ids for ids, _, _ in encoded], beam_size=beam_size, max_length=limit,
+                                      num_hypotheses=num_hypotheses, return_attention=attention, return_scores=True,
                                       max_batch_size=max_batch_size)
         out = []
-        for word, (ids, unknown), result in zip(words, encoded, results):
+        for word, (ids, unknown, spelled), result in zip(words, encoded, results):
             phonemes = self.vocab.decode(result.ids[0])
             weights = None
             if attention:
@@ -97,6 +130,9 @@ class G2P:
                 if weights.ndim == 4:  # transformer: [steps, layers, heads, S]
                     weights = weights[:, -1].mean(axis=1)
                 weights = weights[: len(phonemes), : len(ids)]
-            score = float(result.scores[0]) if result.scores else float("nan")
-            out.append(Pronunciation(word.strip(), phonemes, unknown, score, weights))
+            scores = result.scores or [float("nan")] * len(result.ids)
+            hypotheses = [(self.vocab.decode(h), float(sc)) for h, sc in zip(result.ids, scores)]
+            # a hypothesis that ended with the end token has at most max_length - 1 tokens
+            out.append(Pronunciation(word.strip(), phonemes, unknown, hypotheses[0][1], weights, spelled, hypotheses,
+                                     truncated=len(result.ids[0]) >= limit))
         return out

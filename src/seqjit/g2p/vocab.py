@@ -1,12 +1,15 @@
 """Symbol tables of a G2P model: graphemes (source) and phonemes (target) with the special tokens.
 
 Ids 0-3 are ``<pad>``, ``<s>`` (decoder start), ``</s>`` (end) and ``<unk>`` on both sides; a
-character outside the model's graphemes becomes ``<unk>`` and is reported, never dropped. A model
+character outside the model's graphemes becomes ``<unk>`` and is reported, never dropped. With
+``fold_accents`` a character the model does not know is first replaced by its accent-free form
+(:func:`without_accents`: ``é`` -> ``e``); a character the model knows is never changed. A model
 directory stores the tables in ``g2p.json`` beside ``config.json`` and ``model.safetensors``.
 """
 from __future__ import annotations
 
 import json
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +18,12 @@ from seqjit.errors import ModelFormatError
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
 G2P_FILE = "g2p.json"
+
+
+def without_accents(text: str) -> str:
+    """``text`` without accents: Unicode NFKD, then combining marks removed (``é`` -> ``e``,
+    ``ﬁ`` -> ``fi``); a character with no decomposition (``ß``, ``ø``) stays as it is."""
+    return "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
 
 
 @dataclass
@@ -34,16 +43,26 @@ class Vocab:
     def tgt_size(self) -> int:
         return len(SPECIALS) + len(self.phonemes)
 
-    def encode_word(self, word: str) -> tuple[list, list]:
+    def encode_word(self, word: str, *, fold_accents: bool = False) -> tuple[list, list]:
         """Source ids of ``word`` (lower-cased) and the characters that became ``<unk>``."""
-        ids, unknown = [], []
-        for ch in word.lower():
-            i = self._src.get(ch)
-            if i is None:
-                unknown.append(ch)
-                i = UNK
-            ids.append(i)
+        ids, unknown, _ = self.spell(word, fold_accents=fold_accents)
         return ids, unknown
+
+    def spell(self, word: str, *, fold_accents: bool = True) -> tuple[list, list, str]:
+        """Source ids of ``word`` (lower-cased), the characters that became ``<unk>``, and the text
+        the ids spell: with ``fold_accents`` each character the model does not know is replaced by
+        its accent-free form (``café`` reads as ``cafe``; a combining accent alone is dropped)."""
+        ids, unknown, letters = [], [], []
+        for ch in word.lower():
+            pieces = ch if ch in self._src or not fold_accents else without_accents(ch)
+            for piece in pieces:
+                i = self._src.get(piece)
+                if i is None:
+                    unknown.append(piece)
+                    i = UNK
+                ids.append(i)
+                letters.append(piece)
+        return ids, unknown, "".join(letters)
 
     def phoneme_ids(self, phones) -> list:
         index = {p: i + len(SPECIALS) for i, p in enumerate(self.phonemes)}
