@@ -36,6 +36,9 @@ OPS: dict[str, str] = {
     "lstm_cell": "rnn",
     "layer_norm": "layer_norm",
     "linear": "linear",
+    "linear_int8": "linear_int8",
+    "quantize_int8": "linear_int8",
+    "matmul_int8": "linear_int8",
     "relu": "activations",
     "gelu": "activations",
     "silu": "activations",
@@ -67,6 +70,10 @@ PREFERRED: dict[str, tuple[str, ...]] = {
     "lstm_cell": _CYTHON_FIRST,
     # computed once per model build (constant-folded): a Numba compile there only delays start-up
     "sinusoidal_positions": _CYTHON_FIRST,
+    # int8: the Cython kernels use AVX512-VNNI / AVX2 instructions LLVM does not pick for Numba's loops
+    "linear_int8": _CYTHON_FIRST,
+    "quantize_int8": _CYTHON_FIRST,
+    "matmul_int8": _CYTHON_FIRST,
 }
 
 

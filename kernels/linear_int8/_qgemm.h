@@ -1,0 +1,252 @@
+/* int8 x int8 -> int32 products and per-row int8 quantization for kernels/linear_int8/cython_cpu.pyx.
+
+Three instruction sets, picked at run time (sjq_detect):
+  SJQ_VNNI     AVX512-VNNI (with F, BW, VL): vpdpbusd multiplies unsigned by signed bytes, so the weight bytes are
+               flipped to unsigned (w ^ 0x80 = w + 128) and the activation row stays signed:
+               sum (w + 128) x = sum w x + 128 sum x, and 128 * sum(x) (computed when x is quantized)
+               is subtracted. vpdpbusd does not saturate; |sum| <= K * 255 * 127 < 2^31 for
+               K <= 65536 (spec.K_MAX).
+  SJQ_AVX2     vpmaddubsw on |x| (0..127, unsigned) and sign(x) * w (-127..127): each pair sum is at
+               most 2 * 127 * 127 = 32258 < 32767, so the int16 step cannot saturate; vpmaddwd
+               widens to int32.
+  SJQ_PORTABLE plain C loops.
+Every path gives the exact int32 sums, so the three agree bit for bit.
+
+The functions are compiled for their instruction set with target attributes, so the module itself
+needs no -m flags and runs on any x86-64 (and, portable path only, on any other CPU). */
+#ifndef SJ_QGEMM_H
+#define SJ_QGEMM_H
+#include <stdint.h>
+#include <math.h>
+
+enum { SJQ_PORTABLE = 0, SJQ_AVX2 = 1, SJQ_VNNI = 2 };
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define SJQ_X86 1
+#include <immintrin.h>
+#define SJQ_TGT_VNNI __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni")))
+#define SJQ_TGT_AVX2 __attribute__((target("avx2")))
+#define SJQ_INLINE static inline __attribute__((always_inline))
+#endif
+
+/* the best instruction set this CPU (and its OS) supports */
+static int sjq_detect(void) {
+#ifdef SJQ_X86
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+        return SJQ_VNNI;
+    if (__builtin_cpu_supports("avx2")) return SJQ_AVX2;
+#endif
+    return SJQ_PORTABLE;
+}
+
+/* ---- quantization of one row: q = clamp(rint(x * (127 / amax)), -127, 127), scale = amax / 127;
+   returns the scale and stores sum(q) in *qsum. rint rounds half to even (the default rounding mode,
+   as numpy.rint and cvtps2dq). */
+static float sjq_quantize_portable(const float *x, long K, int8_t *q, int32_t *qsum) {
+    float amax = 0.0f;
+    for (long k = 0; k < K; k++) {
+        float a = fabsf(x[k]);
+        amax = a > amax ? a : amax;
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    int32_t s = 0;
+    for (long k = 0; k < K; k++) {
+        float v = nearbyintf(x[k] * inv);
+        v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+        q[k] = (int8_t)v;
+        s += q[k];
+    }
+    *qsum = s;
+    return amax / 127.0f;
+}
+
+#ifdef SJQ_X86
+SJQ_TGT_VNNI static float sjq_quantize_avx512(const float *x, long K, int8_t *q, int32_t *qsum) {
+    __m512 vmax = _mm512_setzero_ps();
+    long k = 0;
+    for (; k + 16 <= K; k += 16) vmax = _mm512_max_ps(vmax, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
+    float amax = _mm512_reduce_max_ps(vmax);
+    for (; k < K; k++) {
+        float a = fabsf(x[k]);
+        amax = a > amax ? a : amax;
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    __m512i vsum = _mm512_setzero_si512();
+    for (k = 0; k < K; k += 16) {
+        __mmask16 m = K - k >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (K - k)) - 1u);
+        __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + k), vinv));
+        v = _mm512_min_epi32(_mm512_max_epi32(v, lo), hi);
+        vsum = _mm512_add_epi32(vsum, v);  /* masked-off lanes hold 0 */
+        _mm_mask_storeu_epi8(q + k, m, _mm512_cvtepi32_epi8(v));
+    }
+    *qsum = _mm512_reduce_add_epi32(vsum);
+    return amax / 127.0f;
+}
+
+SJQ_TGT_AVX2 static float sjq_quantize_avx2(const float *x, long K, int8_t *q, int32_t *qsum) {
+    const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    __m256 vmax = _mm256_setzero_ps();
+    long k = 0;
+    for (; k + 8 <= K; k += 8) vmax = _mm256_max_ps(vmax, _mm256_and_ps(_mm256_loadu_ps(x + k), absmask));
+    float lanes[8];
+    _mm256_storeu_ps(lanes, vmax);
+    float amax = 0.0f;
+    for (int i = 0; i < 8; i++) amax = lanes[i] > amax ? lanes[i] : amax;
+    for (; k < K; k++) {
+        float a = fabsf(x[k]);
+        amax = a > amax ? a : amax;
+    }
+    float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i lo = _mm256_set1_epi32(-127), hi = _mm256_set1_epi32(127);
+    __m256i vsum = _mm256_setzero_si256();
+    int32_t buf[8];
+    for (k = 0; k + 8 <= K; k += 8) {
+        __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + k), vinv));
+        v = _mm256_min_epi32(_mm256_max_epi32(v, lo), hi);
+        vsum = _mm256_add_epi32(vsum, v);
+        _mm256_storeu_si256((__m256i *)buf, v);
+        for (int i = 0; i < 8; i++) q[k + i] = (int8_t)buf[i];
+    }
+    _mm256_storeu_si256((__m256i *)buf, vsum);
+    int32_t s = 0;
+    for (int i = 0; i < 8; i++) s += buf[i];
+    for (; k < K; k++) {
+        float v = nearbyintf(x[k] * inv);
+        v = v > 127.0f ? 127.0f : (v < -127.0f ? -127.0f : v);
+        q[k] = (int8_t)v;
+        s += q[k];
+    }
+    *qsum = s;
+    return amax / 127.0f;
+}
+#endif
+
+static float sjq_quantize_row(int isa, const float *x, long K, int8_t *q, int32_t *qsum) {
+#ifdef SJQ_X86
+    if (isa == SJQ_VNNI) return sjq_quantize_avx512(x, K, q, qsum);
+    if (isa == SJQ_AVX2) return sjq_quantize_avx2(x, K, q, qsum);
+#endif
+    return sjq_quantize_portable(x, K, q, qsum);
+}
+
+/* ---- tiles: c[i * ldc + j] = sum_k x[i * ldx + k] * w[j * ldw + k] for i < mr, j < nr.
+   xsum[i] = sum_k x[i * ldx + k] (used by the VNNI path only). */
+static void sjq_tile_portable(const int8_t *x, long ldx, int mr, const int8_t *w, long ldw, int nr, long K,
+                              const int32_t *xsum, int32_t *c, long ldc) {
+    (void)xsum;
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++) {
+            const int8_t *xi = x + i * ldx, *wj = w + j * ldw;
+            int32_t s = 0;
+            for (long k = 0; k < K; k++) s += (int32_t)xi[k] * (int32_t)wj[k];
+            c[i * ldc + j] = s;
+        }
+}
+
+#ifdef SJQ_X86
+/* MR x NR accumulators of 16 int32 lanes; the K tail (K % 64 bytes) by zero-masked loads (a zero x
+   byte contributes nothing whatever the flipped weight byte) */
+SJQ_INLINE SJQ_TGT_VNNI void sjq_block_vnni(const int8_t *x, long ldx, const int8_t *w, long ldw, long K,
+                                            const int32_t *xsum, int32_t *c, long ldc, const int MR, const int NR) {
+    __m512i acc[4][4];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = _mm512_setzero_si512();
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    long k = 0;
+    for (; k + 64 <= K; k += 64) {
+        __m512i wv[4];
+        for (int j = 0; j < NR; j++) wv[j] = _mm512_xor_si512(_mm512_loadu_si512((const void *)(w + j * ldw + k)), flip);
+        for (int i = 0; i < MR; i++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(x + i * ldx + k));
+            for (int j = 0; j < NR; j++) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], wv[j], xv);
+        }
+    }
+    if (k < K) {
+        __mmask64 m = ((__mmask64)1 << (K - k)) - 1;
+        __m512i wv[4];
+        for (int j = 0; j < NR; j++) wv[j] = _mm512_xor_si512(_mm512_maskz_loadu_epi8(m, w + j * ldw + k), flip);
+        for (int i = 0; i < MR; i++) {
+            __m512i xv = _mm512_maskz_loadu_epi8(m, x + i * ldx + k);
+            for (int j = 0; j < NR; j++) acc[i][j] = _mm512_dpbusd_epi32(acc[i][j], wv[j], xv);
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) c[i * ldc + j] = _mm512_reduce_add_epi32(acc[i][j]) - 128 * xsum[i];
+}
+
+SJQ_TGT_VNNI static void sjq_tile_vnni(const int8_t *x, long ldx, int mr, const int8_t *w, long ldw, int nr, long K,
+                                       const int32_t *xsum, int32_t *c, long ldc) {
+    if (mr == 4 && nr == 4) { sjq_block_vnni(x, ldx, w, ldw, K, xsum, c, ldc, 4, 4); return; }
+    if (mr == 1 && nr == 4) { sjq_block_vnni(x, ldx, w, ldw, K, xsum, c, ldc, 1, 4); return; }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            sjq_block_vnni(x + i * ldx, ldx, w + j * ldw, ldw, K, xsum + i, c + i * ldc + j, ldc, 1, 1);
+}
+
+SJQ_INLINE SJQ_TGT_AVX2 int32_t sjq_hsum256(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+    return _mm_cvtsi128_si32(s);
+}
+
+SJQ_INLINE SJQ_TGT_AVX2 void sjq_block_avx2(const int8_t *x, long ldx, const int8_t *w, long ldw, long K,
+                                            int32_t *c, long ldc, const int MR, const int NR) {
+    __m256i acc[4][4];
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) acc[i][j] = _mm256_setzero_si256();
+    const __m256i ones = _mm256_set1_epi16(1);
+    long k = 0;
+    for (; k + 32 <= K; k += 32) {
+        __m256i wv[4];
+        for (int j = 0; j < NR; j++) wv[j] = _mm256_loadu_si256((const __m256i *)(w + j * ldw + k));
+        for (int i = 0; i < MR; i++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(x + i * ldx + k));
+            __m256i ax = _mm256_sign_epi8(xv, xv);  /* |x|: 0..127 as unsigned bytes */
+            for (int j = 0; j < NR; j++) {
+                __m256i p = _mm256_maddubs_epi16(ax, _mm256_sign_epi8(wv[j], xv));  /* |x| * sign(x) w */
+                acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(p, ones));
+            }
+        }
+    }
+    for (int i = 0; i < MR; i++)
+        for (int j = 0; j < NR; j++) {
+            const int8_t *xi = x + i * ldx, *wj = w + j * ldw;
+            int32_t s = sjq_hsum256(acc[i][j]);
+            for (long t = k; t < K; t++) s += (int32_t)xi[t] * (int32_t)wj[t];
+            c[i * ldc + j] = s;
+        }
+}
+
+SJQ_TGT_AVX2 static void sjq_tile_avx2(const int8_t *x, long ldx, int mr, const int8_t *w, long ldw, int nr, long K,
+                                       const int32_t *xsum, int32_t *c, long ldc) {
+    (void)xsum;
+    if (mr == 4 && nr == 4) { sjq_block_avx2(x, ldx, w, ldw, K, c, ldc, 4, 4); return; }
+    if (mr == 1 && nr == 4) { sjq_block_avx2(x, ldx, w, ldw, K, c, ldc, 1, 4); return; }
+    for (int i = 0; i < mr; i++)
+        for (int j = 0; j < nr; j++)
+            sjq_block_avx2(x + i * ldx, ldx, w + j * ldw, ldw, K, c + i * ldc + j, ldc, 1, 1);
+}
+#endif
+
+/* one tile of at most 4 x 4 on the instruction set `isa` */
+static void sjq_tile(int isa, const int8_t *x, long ldx, int mr, const int8_t *w, long ldw, int nr, long K,
+                     const int32_t *xsum, int32_t *c, long ldc) {
+#ifdef SJQ_X86
+    if (isa == SJQ_VNNI) { sjq_tile_vnni(x, ldx, mr, w, ldw, nr, K, xsum, c, ldc); return; }
+    if (isa == SJQ_AVX2) { sjq_tile_avx2(x, ldx, mr, w, ldw, nr, K, xsum, c, ldc); return; }
+#endif
+    sjq_tile_portable(x, ldx, mr, w, ldw, nr, K, xsum, c, ldc);
+}
+
+/* whether `isa` can run here (a request for a path this CPU lacks falls back to a lower one) */
+static int sjq_clamp_isa(int isa) {
+    int best = sjq_detect();
+    return isa < best ? isa : best;
+}
+#endif
