@@ -32,6 +32,7 @@ import json
 import math
 import sys
 
+from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, count_lines, process, read_lines
 from seqjit.commands.messages import Reporter, is_terminal
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
@@ -57,6 +58,7 @@ def register(sub) -> None:
     p.add_argument("--fold-accents", action=argparse.BooleanOptionalAction, default=True,
                    help="read a letter the model does not know without its accents (default: on)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    ray_run.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -135,6 +137,8 @@ def run(args) -> int:
         open(source, "rb").close()  # a missing file fails here, before the model loads
     if source is not None:
         refuse_input_as_output(source, args.output)
+    if args.ray is not None:
+        return ray_run.run_g2p(args, source)
     g2p = G2P(args.model, fold_accents=args.fold_accents)
     if args.max_length is not None and g2p.max_positions is not None and args.max_length > g2p.max_positions:
         raise ValueError(f"--max-length {args.max_length} exceeds the model's {g2p.max_positions} positions")

@@ -25,6 +25,7 @@ import json
 import sys
 from pathlib import Path
 
+from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, count_lines, process, read_lines
 from seqjit.commands.messages import Reporter, is_terminal
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
@@ -52,6 +53,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-batch-size", type=int, default=256, metavar="N", help="at most N sources per batch (default: 256)")
     p.add_argument("--ids", action="store_true", help="read and write token ids even if the model has SentencePiece files")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    ray_run.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -213,6 +215,8 @@ def run(args) -> int:
             raise IsADirectoryError(f"the input {source} is a directory, not a file")
     refuse_input_as_output(args.input, args.output)
 
+    if args.ray is not None:
+        return ray_run.run_translate(args)
     directory = Path(args.model)
     model = load_any(directory)
     codec = None
