@@ -36,11 +36,15 @@ def test_output_that_is_the_input_is_refused(cli, tmp_path, monkeypatch, command
 def test_stdin_redirected_from_the_output_file_is_refused(cli, tmp_path, monkeypatch):
     src = tmp_path / "w.txt"
     src.write_text(WORDS, encoding="utf-8")
-    with open(src, "rb") as stdin:
+    with open(src, encoding="utf-8") as stdin:
         monkeypatch.setattr("sys.stdin", stdin)
         code, _, err = cli("g2p", "--model", "gru", "--output", src)
     assert code == 2 and "is stdin (the same file)" in err
     assert src.read_text(encoding="utf-8") == WORDS
+    with open(os.devnull, encoding="utf-8") as stdin:  # not a regular file: nothing to erase
+        monkeypatch.setattr("sys.stdin", stdin)
+        code, out, err = cli("g2p", "--model", "gru", "--output", os.devnull)
+    assert (code, out, err) == (0, "", "")
 
 
 def _failing_predict(monkeypatch, exception, after_calls=1):

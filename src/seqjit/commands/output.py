@@ -20,12 +20,13 @@ STDIO = "-"
 
 
 def _identity(path) -> tuple | None:
-    """``(device, inode)`` of ``path`` (``-``: stdin), None when it does not exist or cannot be told."""
+    """``(device, inode)`` of the regular file ``path`` (``-``: stdin), None when it is not one (a
+    terminal, a pipe, ``/dev/null``), does not exist or cannot be told."""
     try:
         info = os.fstat(sys.stdin.fileno()) if str(path) == STDIO else os.stat(path)
     except (OSError, ValueError, AttributeError):  # no such file; stdin replaced by an object without a descriptor
         return None
-    return info.st_dev, info.st_ino
+    return (info.st_dev, info.st_ino) if stat.S_ISREG(info.st_mode) else None
 
 
 def refuse_input_as_output(input_path, output_path) -> None:

@@ -114,8 +114,12 @@ class G2P:
                 raise ValueError(f"words[{i}]: {exc}") from None
         if not encoded:
             return []
-        limit = max_length or min(2 * max(len(ids) for ids, _, _ in encoded) + 4, self.max_positions or 1 << 30)
-        if self.max_positions is not None and limit > self.max_positions:
+        limit = max_length
+        if limit is None:
+            limit = 2 * max(len(ids) for ids, _, _ in encoded) + 4
+            if self.max_positions is not None:
+                limit = min(limit, self.max_positions)
+        elif self.max_positions is not None and limit > self.max_positions:
             raise ValueError(f"max_length {limit} exceeds the model's {self.max_positions} positions (max_positions)")
         attention = return_attention and self.has_attention
         results = self.model.generate([ids for ids, _, _ in encoded], beam_size=beam_size, max_length=limit,
