@@ -12,9 +12,9 @@ has two columns. Output lines stay aligned with input lines:
 
 - tsv (default): word<TAB>phonemes, the phonemes separated by spaces.
 - json: one object per line: "word", "phonemes" (a list), "score" (the sum of the phonemes'
-  log-probabilities; beam search: divided by the output length), "hypotheses" (the n-best, best first,
-  each {"phonemes", "score"}; --num-hypotheses N with --beam-size >= N), "unknown" (characters
-  read as <unk>), "truncated" and "error" (null, or why the line gave no pronunciation).
+  log-probabilities; beam search: divided by the output length), "hypotheses" (the n-best, best
+  first, each {"phonemes", "score"}; --num-hypotheses N with --beam-size >= N), "unknown"
+  (characters read as <unk>), "truncated" and "error" (null, or why the line gave no phonemes).
 
 A letter the model does not know is read without its accents (cafe for café; --no-fold-accents
 turns this off). A character still unknown is read as <unk> and reported, with the spelling read
