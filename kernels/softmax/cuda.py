@@ -1,5 +1,8 @@
 """numba.cuda softmax / log_softmax: one thread block per row, shared-memory tree reductions.
 
+Non-finite rows (:mod:`spec`) leave the normal path on a non-finite row max (+inf; or -inf, where
+the max ignored any NaN, so a block-wide NaN search follows) or a NaN sum of exponentials.
+
 Host arrays in -> host array out; a device array in -> device array out (see seqjit.kernels._cuda).
 """
 from __future__ import annotations
@@ -37,9 +40,22 @@ def _softmax_rows(x, mask, has_mask, out, use_log):
         step //= 2
     m = buf[0]
     cuda.syncthreads()
-    if m == -math.inf:
+    if m == math.inf or m == -math.inf:  # (the same branch in every thread of the block)
+        found = 0.0
         for j in range(tid, n, _THREADS):
-            out[r, j] = -math.inf if use_log else 0.0
+            if (not has_mask or mask[r, j]) and x[r, j] != x[r, j]:
+                found = 1.0
+        buf[tid] = found
+        cuda.syncthreads()
+        step = _THREADS // 2
+        while step > 0:
+            if tid < step and buf[tid + step] > buf[tid]:
+                buf[tid] = buf[tid + step]
+            cuda.syncthreads()
+            step //= 2
+        value = math.nan if (m == math.inf or buf[0] > 0) else (-math.inf if use_log else 0.0)
+        for j in range(tid, n, _THREADS):
+            out[r, j] = value
         return
     # 2) sum of exponentials
     s = 0.0
@@ -55,6 +71,10 @@ def _softmax_rows(x, mask, has_mask, out, use_log):
         cuda.syncthreads()
         step //= 2
     total = buf[0]
+    if total != total:  # a kept NaN
+        for j in range(tid, n, _THREADS):
+            out[r, j] = math.nan
+        return
     # 3) write
     if use_log:
         lse = m + math.log(total)

@@ -5,10 +5,14 @@ row (max, exponentials and their sum, write).
 float32 rows use the vectorisable ``exp_f32`` of kernels/_vecmath.pxi and keep eight partial maxima
 and sums (gcc does not reorder a single float reduction, so without them those loops would run one
 element at a time); float64 rows use libm's ``exp``.
+
+Non-finite rows (:mod:`spec`) leave the normal path on a non-finite row max (+inf, or -inf: nothing
+kept above -inf, where the max ignored any NaN) or a NaN sum of exponentials (``exp`` of a kept NaN is
+NaN): one compare per row on finite input.
 """
 import numpy as np
 from cython.parallel cimport prange
-from libc.math cimport exp, log, INFINITY
+from libc.math cimport exp, log, INFINITY, NAN
 
 from seqjit.kernels._threads import get_num_threads
 from . import spec
@@ -22,6 +26,30 @@ ctypedef fused real:
 cdef enum:
     _LANES = 8  # literal 8 in the range() steps below (Cython needs a literal step)
     _PARALLEL_MIN = 32768
+
+
+cdef inline void _fill(real* out, Py_ssize_t n, real value) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(n):
+        out[j] = value
+
+
+cdef bint _kept_nan(const real* x, const unsigned char* mask, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t j
+    for j in range(n):
+        if (mask == NULL or mask[j]) and x[j] != x[j]:
+            return True
+    return False
+
+
+cdef void _special_row(const real* x, const unsigned char* mask, real* out, Py_ssize_t n, real m,
+                       bint use_log) noexcept nogil:
+    """A row whose kept max is +inf or -inf: NaN for a kept +inf or NaN, else (nothing kept above
+    -inf) zeros / -inf."""
+    if m == INFINITY or _kept_nan(x, mask, n):
+        _fill(out, n, <real>NAN)
+    else:
+        _fill(out, n, <real>(-INFINITY if use_log else 0))
 
 
 cdef float _max_f32(const float* x, const unsigned char* mask, Py_ssize_t n) noexcept nogil:
@@ -68,10 +96,9 @@ cdef float _sum_f32(const float* y, Py_ssize_t n) noexcept nogil:
 cdef void _row_f32(const float* x, const unsigned char* mask, float* out, Py_ssize_t n,
                    bint use_log) noexcept nogil:
     cdef Py_ssize_t j
-    cdef float m = _max_f32(x, mask, n), inv, lse, e
-    if m == -INFINITY:  # nothing kept (or all -inf): zeros / -inf, never NaN
-        for j in range(n):
-            out[j] = -INFINITY if use_log else 0
+    cdef float m = _max_f32(x, mask, n), total, e
+    if m == INFINITY or m == -INFINITY:
+        _special_row(x, mask, out, n, m, use_log)
         return
     # exponentials into out (masked ones 0), then their sum
     if mask == NULL:
@@ -81,18 +108,22 @@ cdef void _row_f32(const float* x, const unsigned char* mask, float* out, Py_ssi
         for j in range(n):
             e = exp_f32(x[j] - m)  # unconditionally: a select, not a branch, so it vectorises
             out[j] = e if mask[j] else 0
+    total = _sum_f32(out, n)
+    if total != total:  # a kept NaN
+        _fill(out, n, <float>NAN)
+        return
     if use_log:
-        lse = m + <float>log(_sum_f32(out, n))
+        total = m + <float>log(total)  # log-sum-exp
         if mask == NULL:
             for j in range(n):
-                out[j] = x[j] - lse
+                out[j] = x[j] - total
         else:
             for j in range(n):
-                out[j] = (x[j] - lse) if mask[j] else -INFINITY
+                out[j] = (x[j] - total) if mask[j] else -INFINITY
         return
-    inv = 1 / _sum_f32(out, n)
+    total = 1 / total
     for j in range(n):
-        out[j] = out[j] * inv
+        out[j] = out[j] * total
 
 
 cdef void _row_f64(const double* x, const unsigned char* mask, double* out, Py_ssize_t n,
@@ -102,14 +133,16 @@ cdef void _row_f64(const double* x, const unsigned char* mask, double* out, Py_s
     for j in range(n):
         if (mask == NULL or mask[j]) and x[j] > m:
             m = x[j]
-    if m == -INFINITY:
-        for j in range(n):
-            out[j] = -INFINITY if use_log else 0.0
+    if m == INFINITY or m == -INFINITY:
+        _special_row(x, mask, out, n, m, use_log)
         return
     if use_log:
         for j in range(n):
             if mask == NULL or mask[j]:
                 total += exp(x[j] - m)
+        if total != total:  # a kept NaN
+            _fill(out, n, <double>NAN)
+            return
         lse = m + log(total)
         for j in range(n):
             out[j] = (x[j] - lse) if (mask == NULL or mask[j]) else -INFINITY
@@ -121,6 +154,9 @@ cdef void _row_f64(const double* x, const unsigned char* mask, double* out, Py_s
             total += e
         else:
             out[j] = 0.0
+    if total != total:
+        _fill(out, n, <double>NAN)
+        return
     total = 1.0 / total
     for j in range(n):
         out[j] = out[j] * total

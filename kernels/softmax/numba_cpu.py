@@ -4,20 +4,66 @@ exponentials, write).
 float32 rows use the vectorisable ``exp`` of :mod:`seqjit.kernels._vecmath` (libm's ``expf`` cannot
 be vectorised here); float64 rows use libm. Small inputs run on one thread: a parallel launch costs
 more than it saves.
+
+Non-finite rows (:mod:`spec`): the max pass also takes the largest ``|x|`` bit pattern, an integer
+reduction that the fast-math flags cannot drop (they let the compiler assume no NaN, and the float
+max ignores NaN). Only a NaN has a pattern above that of inf, so one compare after the pass finds
+it; rows with a NaN (even a removed one: the exact check sends such a row back), a +inf or only -inf
+leave the normal path there. Cost on finite input: about 0-10% unmasked, 10-20% masked (float32).
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 from seqjit.kernels._vecmath import fmax, vexp
 
 from . import spec
 
 _EMPTY_MASK = np.ones((0, 0), dtype=np.uint8)
-#: max and sum reductions may be reordered (vectorised); inputs may hold -inf but not NaN
+#: max and sum reductions may be reordered (vectorised); NaN is found by integer compares (above)
 _FASTMATH = {"nnan", "reassoc", "contract", "arcp", "nsz"}
 _PARALLEL_MIN = 1 << 15
+_INT_OF = {types.float32: types.int32, types.float64: types.int64}
+
+
+@intrinsic
+def _abs_bits(typingctx, x):
+    """The bits of a float with the sign bit cleared, as a signed integer of the same width (an
+    LLVM bitcast and an and: vectorisable, and untouched by fast-math flags)."""
+    if x not in _INT_OF:
+        return None
+    int_type = _INT_OF[x]
+
+    def codegen(context, builder, signature, args):
+        width = int_type.bitwidth
+        bits = builder.bitcast(args[0], ir.IntType(width))
+        return builder.and_(bits, ir.Constant(ir.IntType(width), (1 << (width - 1)) - 1))
+
+    return int_type(x), codegen
+
+
+@njit(cache=True, fastmath=_FASTMATH, error_model="numpy")
+def _fill(out, r, value):
+    for j in range(out.shape[1]):
+        out[r, j] = value
+
+
+@njit(cache=True, fastmath=_FASTMATH, error_model="numpy")
+def _special_row(x, mask, has_mask, out, log, r, m, inf_bits):
+    """Rows off the normal path (:mod:`spec`): a kept +inf or NaN gives NaN, a row with nothing kept
+    above -inf gives zeros / -inf. Returns False (the row is ordinary) when the NaN seen was removed."""
+    broken = m == np.inf
+    for j in range(x.shape[1]):
+        if (not has_mask or mask[r, j]) and _abs_bits(x[r, j]) > inf_bits:
+            broken = True
+    if broken:
+        _fill(out, r, np.nan)
+    elif m == -np.inf:
+        _fill(out, r, -np.inf if log else 0)
+    return broken or m == -np.inf
 
 
 @njit(cache=True, fastmath=_FASTMATH, error_model="numpy")
@@ -25,17 +71,19 @@ def _row(x, mask, has_mask, out, log, r):
     n = x.shape[1]
     real = x.dtype.type  # keep float32 rows in float32 (a float64 scalar would widen every lane)
     ninf = real(-np.inf)
+    inf_bits = _abs_bits(real(np.inf))
     m = ninf
+    top = inf_bits - inf_bits  # the largest |x| bit pattern: above that of inf only for a NaN
     if has_mask:
         for j in range(n):
             v = x[r, j] if mask[r, j] else ninf
-            m = fmax(m, v)
+            m = fmax(m, v)  # maxnum: ignores NaN
+            top = max(top, _abs_bits(x[r, j]))  # removed elements too: a select here costs more
     else:
         for j in range(n):
             m = fmax(m, x[r, j])
-    if m == -np.inf:  # nothing kept (or all -inf): zeros / -inf, never NaN
-        for j in range(n):
-            out[r, j] = ninf if log else 0
+            top = max(top, _abs_bits(x[r, j]))
+    if (top > inf_bits or m == np.inf or m == -np.inf) and _special_row(x, mask, has_mask, out, log, r, m, inf_bits):
         return
     total = real(0)
     if log:

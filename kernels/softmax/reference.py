@@ -1,4 +1,4 @@
-"""NumPy reference for softmax / log_softmax: the readable specification."""
+"""NumPy reference for softmax / log_softmax: the readable specification (the rules are in :mod:`spec`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,27 +6,40 @@ import numpy as np
 from . import spec
 
 
-def softmax(x, mask=None, *, out=None):
-    """Softmax over the last axis of ``x``; see :mod:`spec` for ``mask``."""
-    x2, m2, o2, result = spec.prepare(x, mask, out)
+def _shifted(x2, m2):
+    """For ``[rows, n]`` input: ``keep`` (the kept elements), ``shifted`` (kept ``x`` minus the row
+    max, -inf where removed), ``broken`` (rows with a kept NaN or +inf: all NaN) and ``empty`` (rows
+    with nothing kept above -inf: zeros / -inf)."""
     keep = np.ones(x2.shape, dtype=bool) if m2 is None else m2.astype(bool)
     z = np.where(keep, x2, -np.inf)
-    row_max = z.max(axis=-1, keepdims=True)
-    row_max = np.where(np.isfinite(row_max), row_max, 0)
-    e = np.where(keep, np.exp(z - row_max), 0)
-    total = e.sum(axis=-1, keepdims=True)
-    o2[...] = np.where(total > 0, e / np.where(total > 0, total, 1), 0)
+    row_max = z.max(axis=-1, keepdims=True)  # NaN when a kept element is NaN
+    broken = np.isnan(row_max) | (row_max == np.inf)
+    empty = row_max == -np.inf
+    with np.errstate(invalid="ignore"):
+        shifted = z - np.where(broken | empty, 0, row_max)
+    return keep & ~empty, shifted, broken, empty
+
+
+def softmax(x, mask=None, *, out=None):
+    """Softmax over the last axis of ``x``; see :mod:`spec` for ``mask`` and non-finite rows."""
+    x2, m2, o2, result = spec.prepare(x, mask, out)
+    if x2.size == 0:
+        return result
+    keep, shifted, broken, empty = _shifted(x2, m2)
+    e = np.where(keep, np.exp(shifted), 0)
+    total = np.where(empty, 1, e.sum(axis=-1, keepdims=True))
+    with np.errstate(invalid="ignore"):  # inf / inf in the broken rows, which become NaN anyway
+        o2[...] = np.where(broken, np.nan, e / total)
     return result
 
 
 def log_softmax(x, mask=None, *, out=None):
     """Log-softmax over the last axis of ``x``; removed elements and empty rows give -inf."""
     x2, m2, o2, result = spec.prepare(x, mask, out)
-    keep = np.ones(x2.shape, dtype=bool) if m2 is None else m2.astype(bool)
-    z = np.where(keep, x2, -np.inf)
-    row_max = z.max(axis=-1, keepdims=True)
-    row_max = np.where(np.isfinite(row_max), row_max, 0)
+    if x2.size == 0:
+        return result
+    keep, shifted, broken, empty = _shifted(x2, m2)
+    total = np.where(keep, np.exp(shifted), 0).sum(axis=-1, keepdims=True)
     with np.errstate(divide="ignore", invalid="ignore"):
-        lse = np.log(np.where(keep, np.exp(z - row_max), 0).sum(axis=-1, keepdims=True)) + row_max
-        o2[...] = np.where(keep, z - lse, -np.inf)
+        o2[...] = np.where(broken, np.nan, np.where(keep, shifted - np.log(total), -np.inf))
     return result

@@ -1,8 +1,23 @@
-"""softmax / log_softmax over the last axis: argument checks and output allocation.
+"""softmax / log_softmax over the last axis: the semantics every backend follows, argument checks and
+output allocation.
 
 ``mask`` (optional, bool, broadcastable to ``x``): True keeps an element, False removes it from the
-normalisation (its output is 0 for softmax and -inf for log_softmax). A row with nothing kept gives
-all zeros from softmax and all -inf from log_softmax, never NaN.
+normalisation (its output is 0 for softmax and -inf for log_softmax).
+
+Rows that are not ordinary finite numbers (one rule per row, checked in this order, over the kept
+elements only; a removed element's value never matters):
+
+1. a kept NaN or +inf: the whole row is NaN (removed elements included). This is what
+   ``torch.softmax`` gives (+inf - +inf is NaN): the input is already broken, and NaN says so
+   instead of hiding it behind plausible probabilities.
+2. nothing kept, or every kept element -inf: all zeros from softmax and all -inf from log_softmax,
+   never NaN. ``torch.softmax`` gives NaN here; seqjit does not, because a fully masked row (a
+   padded query, an empty source) is normal in attention and must not poison what follows.
+3. otherwise the ordinary result; a kept -inf element gives 0 (softmax) / -inf (log_softmax).
+
+An empty shape (``(3, 0)``, ``(0, 5)``) gives an empty result of the same shape. Backends check for
+rules 1 and 2 only off their normal path (after a non-finite row maximum or sum), so finite input
+costs nothing extra.
 """
 from __future__ import annotations
 

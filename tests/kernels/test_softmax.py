@@ -65,6 +65,82 @@ def test_numba_and_cython_match_reference_property(rows, n, seed, masked):
             np.testing.assert_allclose(kernels.get(op, backend=backend)(x, mask), want, rtol=2e-5, atol=atol)
 
 
+INF, NAN = np.inf, np.nan
+#: rows that are not ordinary finite numbers (rules in kernels/softmax/spec.py)
+SPECIAL_ROWS = [
+    [1, NAN, 2, 0],          # a NaN: all NaN (torch too)
+    [NAN, NAN, NAN, NAN],
+    [-INF, NAN, -INF, -INF],  # a NaN among -inf: NaN, not the empty-row zeros
+    [1, INF, 2, INF],        # +inf: all NaN (torch too)
+    [INF, -INF, 0, 1],
+    [INF, NAN, 0, 0],
+    [1, -INF, 2, 3],         # a -inf element: an ordinary row
+    [-3e38, 3e38, 0, 1],     # finite extremes: an ordinary row
+]
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_reference_matches_torch_on_nan_and_inf_rows(op, dtype):
+    x = np.array(SPECIAL_ROWS, dtype)
+    got = getattr(ref, op)(x)
+    np.testing.assert_allclose(got, getattr(torch, op)(torch.from_numpy(x), dim=-1).numpy(), rtol=1e-6)
+    assert np.isnan(got[:6]).all() and not np.isnan(got[6:]).any()
+    # the one deliberate difference: an all -inf row gives zeros / -inf (torch: NaN), as a fully masked row
+    row = np.full((1, 4), -INF, dtype)
+    assert np.isnan(getattr(torch, op)(torch.from_numpy(row), dim=-1).numpy()).all()
+    np.testing.assert_array_equal(getattr(ref, op)(row), np.full((1, 4), -INF if op == "log_softmax" else 0, dtype))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_reference_ignores_removed_nan_and_inf(op):
+    """A masked-out NaN or +inf does not matter: the row equals the row without it."""
+    x = np.array([[1, NAN, 2, 0], [INF, 1, 2, 0], [1, 2, 0, -INF]], np.float32)
+    mask = np.array([[True, False, True, True], [False, True, True, True], [True, True, True, False]])
+    fill = -INF if op == "log_softmax" else 0
+    want = np.full(x.shape, fill, np.float32)
+    for r in range(3):
+        want[r, mask[r]] = getattr(torch, op)(torch.from_numpy(x[r, mask[r]]), dim=-1).numpy()
+    np.testing.assert_allclose(getattr(ref, op)(x, mask), want, rtol=1e-6)
+    # a kept NaN makes the whole row NaN, removed elements included
+    assert np.isnan(getattr(ref, op)(x, ~mask)[:2]).all()
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the CUDA simulator: 3e38 - -3e38
+@pytest.mark.parametrize("op", OPS)
+def test_backend_follows_reference_on_nan_and_inf(backend, op, on_simulator):
+    f, want = kernels.get(op, backend=backend), getattr(ref, op)
+    dtypes = [np.float32] if backend == "cuda" else [np.float32, np.float64]
+    x = np.array(SPECIAL_ROWS, np.float64)
+    mask = np.random.default_rng(2).random(x.shape) > 0.3
+    mask[:, 1] = False  # the NaN / +inf in column 1 removed: rows 0, 1, 3 become ordinary (or empty)
+    widths = (37,) if on_simulator else (37, 130, 1000)  # NaN / inf in the vectorised body and the tail
+    for dtype in dtypes:
+        xd = x.astype(dtype)
+        np.testing.assert_allclose(f(xd), want(xd), rtol=2e-5, atol=1e-6)
+        np.testing.assert_allclose(f(xd, mask), want(xd, mask), rtol=2e-5, atol=1e-6)
+        for n in widths:
+            for pos in (0, 9, n - 1):
+                for value in (NAN, INF, -INF):
+                    y = np.random.default_rng(n + pos).standard_normal((2, n)).astype(dtype)
+                    y[1, pos] = value
+                    keep = np.ones(y.shape, bool)
+                    keep[0, pos] = False
+                    y[0, pos] = value  # removed: row 0 stays ordinary
+                    np.testing.assert_allclose(f(y, keep), want(y, keep), rtol=2e-5, atol=1e-6)
+                    np.testing.assert_allclose(f(y), want(y), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("shape", [(3, 0), (0, 5), (0,), (2, 0, 4)])
+def test_empty_shapes_give_empty_results(backend, op, shape):
+    x = np.zeros(shape, np.float32)
+    for f in (getattr(ref, op), kernels.get(op, backend=backend)):
+        y = f(x)
+        assert y.shape == shape and y.dtype == np.float32
+        assert f(x, np.ones(shape, bool)).shape == shape
+
+
 def test_all_masked_and_all_neg_inf_rows_give_no_nan(backend):
     x = np.full((2, 4), -np.inf, dtype=np.float32)
     x[1] = [1.0, -np.inf, 2.0, 3.0]
