@@ -2,7 +2,9 @@
 
 - packages: every folder with an ``__init__.py`` under ``src/seqjit`` and ``kernels`` (installed as
   ``seqjit.kernels``).
-- Cython extensions: every ``kernels/<family>/cython_cpu.pyx`` becomes ``seqjit.kernels.<family>.cython_cpu``.
+- Cython extensions: every ``kernels/<family>/cython_cpu.pyx`` becomes ``seqjit.kernels.<family>.cython_cpu``;
+  ``src/seqjit/graph/_native_vm.pyx`` (the native replay VM) includes the families' ``_native.pxi``
+  kernels and C headers from ``kernels/``.
 - OpenMP: used when the compiler accepts ``-fopenmp``; otherwise the extensions build serial
   (``prange`` then runs as a plain loop).
 """
@@ -32,6 +34,10 @@ def find_extensions():
     for pyx in sorted((ROOT / "kernels").glob("*/cython_cpu.pyx")):
         family = pyx.parent.name
         exts.append(Extension(f"seqjit.kernels.{family}.cython_cpu", [str(pyx.relative_to(ROOT))]))
+    import numpy
+
+    exts.append(Extension("seqjit.graph._native_vm", ["src/seqjit/graph/_native_vm.pyx"],
+                          include_dirs=["kernels", numpy.get_include()]))
     return exts
 
 
@@ -71,6 +77,7 @@ def cythonized_extensions():
     return cythonize(
         find_extensions(),
         language_level=3,
+        include_path=[str(ROOT / "kernels")],
         compiler_directives={
             "boundscheck": False,
             "wraparound": False,

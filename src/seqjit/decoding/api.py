@@ -9,9 +9,11 @@ import dataclasses
 
 import numpy as np
 
+from . import native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
-from .options import DecodingOptions
+from .limits import check_max_length
+from .options import DecodingOptions, document_options
 from .results import GenerationResult, StepToken
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
@@ -38,7 +40,10 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
         raise TypeError(f"sources must be a list of token-id sequences, got {type(sources).__name__}")
     rows = []
     for i, src in enumerate(sources):
-        arr = np.asarray(src)
+        try:
+            arr = np.asarray(src)
+        except ValueError:  # NumPy: "inhomogeneous shape"
+            raise TypeError(f"sources[{i}] must be a flat sequence of integer token ids, got a ragged nested one") from None
         if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
             raise TypeError(f"sources[{i}] must be a 1-D sequence of integer token ids, got {arr.dtype} {list(arr.shape)}")
         rows.append(arr.astype(np.int64))
@@ -75,6 +80,7 @@ def _check_vocab(model, ids, lengths):
             raise ValueError(f"sources[{i}] holds token id {bad}, outside the source vocabulary [0, {vocab})")
 
 
+@document_options
 def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
     """Decode every source; returns one :class:`GenerationResult` per source, in order.
 
@@ -89,23 +95,34 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
     ids, lens = pad_sources(sources, model.pad_id, lengths)
     _check_vocab(model, ids, lens)
+    opts = check_max_length(model, opts, explicit="max_length" in options, rows=min(max_batch_size, ids.shape[0]) * opts.beam_size)
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
         chunk = order[start:start + max_batch_size]
         width = max(1, int(lens[chunk].max()))
         state = model.start(ids[chunk, :width], lens[chunk], max_length=opts.max_length)
-        if opts.beam_size > 1:
-            batch_results = beam_search(model, state, opts, suppressed=_suppressed(model))
-        else:
-            batch_results = _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
-                                                 stream=callback is not None,
-                                                 need_scores=opts.return_scores or callback is not None))
+        try:
+            batch_results = _decode(model, state, opts, callback)
+        finally:
+            state.close()
         for i, res in zip(chunk, batch_results):
             if not opts.return_scores:
                 res.scores = None
             results[i] = res
     return results
+
+
+def _decode(model, state, opts, callback) -> list:
+    """Results for every row of a fresh ``state``: native greedy where it applies, else the loops."""
+    if opts.beam_size > 1:
+        return beam_search(model, state, opts, suppressed=_suppressed(model))
+    if native_greedy.eligible(model, opts, callback):
+        results = native_greedy.native_greedy(model, state, opts, _suppressed(model))
+        if results is not None:
+            return results
+    return _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
+                                stream=callback is not None, need_scores=opts.return_scores or callback is not None))
 
 
 def _drain(gen):
@@ -116,6 +133,7 @@ def _drain(gen):
             return stop.value
 
 
+@document_options
 def generate_stream(model, source, **options):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling)."""
     opts = _options(options)
@@ -123,5 +141,9 @@ def generate_stream(model, source, **options):
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)
     _check_vocab(model, ids, lens)
+    opts = check_max_length(model, opts, explicit="max_length" in options, rows=1)
     state = model.start(ids, lens, max_length=opts.max_length)
-    yield from greedy_search(model, state, opts, suppressed=_suppressed(model))
+    try:
+        yield from greedy_search(model, state, opts, suppressed=_suppressed(model))
+    finally:
+        state.close()

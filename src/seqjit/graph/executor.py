@@ -13,10 +13,16 @@ intermediate given a fixed view into reusable slabs (see :mod:`seqjit.graph.memo
 kernels as ``out=``. Replay is a flat loop over prebound closures, with no allocation for planned
 values. Outputs that live in planned memory (or are constants) are copied on return unless
 ``copy=False`` (then they are overwritten by the next run of the same plan). In-place ops (``kv_write``) update the arrays fed
-to them: that is how the decoder's KV cache advances. A plan is not safe to run from two threads.
+to them: that is how the decoder's KV cache advances.
+
+Threads: a plan's buffers belong to one run at a time. :meth:`Executor.run` leases a plan for the
+run (another thread gets another plan of the same signature), and a caller that keeps outputs
+across runs (a decode) holds its own lease (:meth:`Executor.lease` / :meth:`Executor.release`).
 """
 from __future__ import annotations
 
+import os
+import threading
 import time
 from collections import OrderedDict
 
@@ -30,6 +36,10 @@ from seqjit.graph.ops import BindContext, TensorSpec, get_op
 
 _END = 1 << 60
 _MAX_PLANS = 16
+#: idle plans kept per signature (more concurrent callers than this make and drop extra plans)
+_MAX_IDLE = 8
+#: "native" or "python": how plans replay unless an executor says otherwise (``SEQJIT_REPLAY``)
+DEFAULT_REPLAY = os.environ.get("SEQJIT_REPLAY", "native")
 
 
 def check_feeds(graph: Graph, feeds: dict) -> tuple:
@@ -76,12 +86,16 @@ class _RecordingContext(BindContext):
 class Plan:
     """A graph bound to one input signature; see the module docstring."""
 
-    def __init__(self, graph: Graph, feeds: dict, backend=None):
+    def __init__(self, graph: Graph, feeds: dict, backend=None, replay: str = "python"):
         self.graph = graph
+        self.signature = None
+        self.replay = replay
+        self.native = None  # the lowered program (made at the first native run), or False
         self.specs: dict = {n: TensorSpec(tuple(feeds[n].shape), feeds[n].dtype) for n in graph.inputs}
         for name, value in graph.constants.items():
             self.specs[name] = TensorSpec(tuple(value.shape), value.dtype)
         attrs, modes = self._infer(graph.nodes)
+        self.attrs, self.modes = attrs, modes
         self._root, self._kind = self._alias_roots(graph.nodes, modes)
         self.memory = self._plan_memory(graph.nodes, modes)
         self._bind(graph.nodes, attrs, modes, backend)
@@ -168,15 +182,16 @@ class Plan:
         self._env, self._slot = env, slot
         self._input_slots = [(n, slot[n]) for n in self.graph.inputs]
         self.backends: list = []
-        steps = []
+        steps, fns = [], []
         for node, full, node_modes in zip(nodes, attrs, modes):
             outs = [self.memory.views.get(o) if m == "out" else None for o, m in zip(node.outputs, node_modes)]
             ctx = _RecordingContext(full, [None if i is None else self.specs[i] for i in node.inputs],
                                     [self.specs[o] for o in node.outputs], outs, self._backend_for(node, backend), node.name)
             fn = get_op(node.op).make(ctx)
+            fns.append(fn)
             self.backends.append(ctx.resolved if get_op(node.op).kernel else "numpy")
             steps.append(_step(env, fn, [slot[i] for i in node.inputs], [slot[o] for o in node.outputs]))
-        self.nodes, self._steps = nodes, steps
+        self.nodes, self._steps, self.fns = nodes, steps, fns
         self._outputs = [(o, slot[o], self._kind[self._root[o]] in ("buf", "const")) for o in self.graph.outputs]
         # slots holding feeds, views of feeds or fresh arrays: cleared after a run so the plan does
         # not keep the caller's arrays alive
@@ -190,8 +205,28 @@ class Plan:
         return backend.get(node.op, backend.get("*"))
 
     # -- running ---------------------------------------------------------------------------------
+    def native_replay(self, feeds: dict):
+        """The plan lowered to native code (lowered on the first call), or None when this plan
+        replays in Python (``replay="python"``, or it could not be lowered)."""
+        if self.native is None:
+            self.native = False
+            if self.replay == "native":
+                from seqjit.graph.lowering import NativeReplay, Unsupported
+
+                try:
+                    self.native = NativeReplay(self, feeds)
+                except Unsupported:
+                    self.native = False
+        return self.native or None
+
     def run(self, feeds: dict, *, copy: bool = True, profile: bool = False) -> dict:
         """Replay the plan on ``feeds`` (already checked against this plan's signature)."""
+        if self.replay == "native" and not (profile or _profiler.active()):
+            native = self.native_replay(feeds)
+            if native is not None:
+                from seqjit.kernels._threads import get_num_threads
+
+                return native.run(feeds, copy=copy, nthreads=get_num_threads())
         env = self._env
         for name, s in self._input_slots:
             env[s] = feeds[name]
@@ -280,31 +315,61 @@ class Executor:
     op -> backend (key ``"*"`` for the rest).
     """
 
-    def __init__(self, graph: Graph, *, passes=None, backend=None):
+    def __init__(self, graph: Graph, *, passes=None, backend=None, replay: str | None = None):
         from seqjit.graph.passes import DEFAULT_PASSES, run_passes
 
         self.source = graph
         self.graph = run_passes(graph, DEFAULT_PASSES if passes is None else passes)
         self.backend = backend
-        self._plans: OrderedDict = OrderedDict()
+        replay = DEFAULT_REPLAY if replay is None else replay
+        if replay not in ("native", "python"):
+            raise ValueError(f"replay must be 'native' or 'python', got {replay!r}")
+        # native kernels stand in for the default CPU kernels only: an explicit backend keeps its own
+        self.replay = replay if backend in (None, "cython") else "python"
+        self._plans: OrderedDict = OrderedDict()  # signature -> list of idle plans
+        self._lock = threading.Lock()
+        self._last = None
+
+    def lease(self, feeds: dict) -> Plan:
+        """A plan for ``feeds``'s signature that no other caller uses until :meth:`release`."""
+        sig = check_feeds(self.graph, feeds)
+        with self._lock:
+            idle = self._plans.get(sig)
+            if idle is None:
+                idle = self._plans[sig] = []
+                if len(self._plans) > _MAX_PLANS:
+                    self._plans.popitem(last=False)
+            else:
+                self._plans.move_to_end(sig)
+            plan = idle.pop() if idle else None
+        if plan is None:
+            plan = Plan(self.graph, feeds, self.backend, self.replay)
+            plan.signature = sig
+        return plan
+
+    def release(self, plan: Plan) -> None:
+        """Give a leased plan back for later callers of its signature."""
+        with self._lock:
+            idle = self._plans.get(plan.signature)
+            if idle is not None and len(idle) < _MAX_IDLE and plan not in idle:
+                idle.append(plan)
+            self._last = plan
 
     def plan_for(self, feeds: dict) -> Plan:
-        sig = check_feeds(self.graph, feeds)
-        plan = self._plans.get(sig)
-        if plan is None:
-            plan = Plan(self.graph, feeds, self.backend)
-            self._plans[sig] = plan
-            if len(self._plans) > _MAX_PLANS:
-                self._plans.popitem(last=False)
-        else:
-            self._plans.move_to_end(sig)
+        """A plan for ``feeds`` (for inspection: ``describe()``, ``memory``); not leased."""
+        plan = self.lease(feeds)
+        self.release(plan)
         return plan
 
     def run(self, feeds: dict, *, copy: bool = True, profile: bool = False) -> dict:
-        """Outputs (dict name -> array) of the graph on ``feeds``; see :meth:`Plan.run`."""
-        return self.plan_for(feeds).run(feeds, copy=copy, profile=profile)
+        """Outputs (dict name -> array) of the graph on ``feeds``; see :meth:`Plan.run`. With
+        ``copy=False`` the outputs may be overwritten by the next run of any caller."""
+        plan = self.lease(feeds)
+        try:
+            return plan.run(feeds, copy=copy, profile=profile)
+        finally:
+            self.release(plan)
 
     @property
     def last_profile(self):
-        plan = next(reversed(self._plans.values()), None) if self._plans else None
-        return getattr(plan, "last_profile", None)
+        return getattr(self._last, "last_profile", None)

@@ -51,6 +51,8 @@ The Python API every model gets from this base class::
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from seqjit.errors import ModelFormatError
@@ -75,6 +77,14 @@ class DecoderState:
         #: decoder state name -> axis along which only the first ``step`` entries are in use (a KV
         #: cache's time axis); reordering copies just that prefix
         self.time_axes = dict(time_axes or {})
+        #: step graph name -> (executor, plan, batch): the plans this decode holds (its own buffers)
+        self.leases: dict = {}
+
+    def close(self) -> None:
+        """Give the step plans this state holds back to their executors (for other decodes)."""
+        leases, self.leases = self.leases, {}
+        for ex, plan, _ in leases.values():
+            ex.release(plan)
 
     @property
     def batch(self) -> int:
@@ -120,13 +130,17 @@ class Seq2SeqModel:
     arch: str = ""
     config_class: type = None
 
-    def __init__(self, config, weights: dict, *, backend=None, source: str = "weights"):
+    def __init__(self, config, weights: dict, *, backend=None, source: str = "weights", replay=None):
         if not isinstance(config, self.config_class):
             raise TypeError(f"config must be a {self.config_class.__name__}, got {type(config).__name__}")
         self.config = config
         self.weights = check_weights(weights, self.weight_spec(config), source)
         self.backend = backend
+        #: "native" (plans lowered to compiled code) or "python" (the reference replay); None: the
+        #: executor's default (``SEQJIT_REPLAY``, else native)
+        self.replay = replay
         self._executors: dict = {}
+        self._executors_lock = threading.Lock()
 
     # -- to implement --------------------------------------------------------------------------
     @classmethod
@@ -177,8 +191,20 @@ class Seq2SeqModel:
         if ex is None:
             from seqjit.graph import Executor
 
-            ex = self._executors[name] = Executor(self._build_graph(name), backend=self.backend)
+            with self._executors_lock:
+                ex = self._executors.get(name)
+                if ex is None:
+                    ex = self._executors[name] = Executor(self._build_graph(name), backend=self.backend,
+                                                          replay=self.replay)
         return ex
+
+    def set_replay(self, replay: str | None) -> None:
+        """Run this model's plans natively (``"native"``), in Python (``"python"``: the reference
+        replay, and the profiler's), or as the default (None); drops the plans made so far."""
+        if replay not in (None, "native", "python"):
+            raise ValueError(f"replay must be 'native', 'python' or None, got {replay!r}")
+        with self._executors_lock:
+            self.replay, self._executors = replay, {}
 
     def has_full_decoder(self) -> bool:
         """Whether the architecture builds a full-sequence (teacher-forcing) decoder graph,
@@ -223,10 +249,9 @@ class Seq2SeqModel:
             raise ValueError(f"prev_tokens must be an integer array of shape [{state.batch}], got {tokens.dtype} {list(tokens.shape)}")
         if state.step >= state.max_length:
             raise ValueError(f"the decoder state is full: step {state.step} reached max_length {state.max_length}")
-        feeds = {PREV_TOKENS: tokens.astype(np.int64, copy=False), STEP: np.array(state.step, np.int64),
-                 SRC_LENGTHS: state.src_lengths, **state.encoder, **state.decoder}
+        feeds = self.step_feeds(state, tokens.astype(np.int64, copy=False))
         name = "decoder_step+attention" if with_attention else "decoder_step"
-        out = self.executor(name).run(feeds, copy=False)
+        out = self.step_plan(state, name, feeds).run(feeds, copy=False)
         for key, arr in state.decoder.items():
             new = out[NEXT + key]
             if new is not arr:
@@ -237,13 +262,34 @@ class Seq2SeqModel:
             return logits, out[ATTENTION].copy()
         return logits
 
+    def step_feeds(self, state: DecoderState, tokens: np.ndarray) -> dict:
+        """The step graph's inputs for ``state`` and int64 ``tokens`` [B]."""
+        return {PREV_TOKENS: tokens, STEP: np.array(state.step, np.int64), SRC_LENGTHS: state.src_lengths,
+                **state.encoder, **state.decoder}
+
+    def step_plan(self, state: DecoderState, name: str, feeds: dict):
+        """The plan of step graph ``name`` that ``state`` holds for its batch size (leased on the
+        first step and after the batch changed; its buffers are this decode's alone)."""
+        held = state.leases.get(name)
+        if held is not None and held[2] == state.batch:
+            return held[1]
+        ex = self.executor(name)
+        if held is not None:
+            held[0].release(held[1])
+        plan = ex.lease(feeds)
+        state.leases[name] = (ex, plan, state.batch)
+        return plan
+
     def logits_stepwise(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:
         """Teacher-forced logits [B, T, V] through the decoder-step graph, one step per position:
         ``out[:, t]`` scores the token following ``tgt_ids[:, :t + 1]``."""
         src_ids, src_lengths = check_source(src_ids, src_lengths)
         tgt_ids = check_ids("tgt_ids", tgt_ids)
         state = self.start(src_ids, src_lengths, max_length=tgt_ids.shape[1])
-        steps = [self.step(state, tgt_ids[:, t]) for t in range(tgt_ids.shape[1])]
+        try:
+            steps = [self.step(state, tgt_ids[:, t]) for t in range(tgt_ids.shape[1])]
+        finally:
+            state.close()
         return np.stack(steps, axis=1)
 
     def logits(self, src_ids, tgt_ids, src_lengths=None) -> np.ndarray:

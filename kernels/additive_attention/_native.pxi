@@ -1,0 +1,53 @@
+# Native Bahdanau attention for the replay VM: ``include "additive_attention/_native.pxi"`` after
+# linear/_native.pxi and attention/_native.pxi (scratch: B * A + A floats). score[s] = v . tanh(W_q query + keys_proj[s]) over the first lengths[b] keys,
+# softmax, context = weights @ keys (masked weights are 0; a row with no key gets all zeros).
+from libc.stdint cimport int64_t
+
+
+cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const float* keys_proj,
+                                    const float* keys, const float* w_q, const float* v,
+                                    const int64_t* lengths, float* context, float* weights,
+                                    int B, int S, int A, int Dq, int Dk, float* scratch, int nthreads) noexcept nogil:
+    cdef float* qp = scratch
+    cdef float* tmp = scratch + <Py_ssize_t>B * A
+    cdef int b, s, a, d, vis
+    cdef float sc, top, total, inv, w
+    cdef const float* kp
+    cdef const float* kr
+    cdef float* wr
+    cdef float* cr
+    native_linear(query, ldq, B, Dq, w_q, A, True, NULL, qp, A, _NONE, nthreads)
+    for b in range(B):
+        vis = S
+        if lengths != NULL and lengths[b] < vis:
+            vis = <int>lengths[b]
+        if vis < 0:
+            vis = 0
+        wr = weights + b * S
+        cr = context + b * Dk
+        for s in range(S):
+            wr[s] = 0
+        for d in range(Dk):
+            cr[d] = 0
+        if vis == 0:
+            continue
+        top = -3.4e38
+        for s in range(vis):
+            kp = keys_proj + (<Py_ssize_t>b * S + s) * A
+            for a in range(A):
+                tmp[a] = tanh_f32(qp[b * A + a] + kp[a])
+            sc = _dot_lanes(v, tmp, A)
+            wr[s] = sc
+            if sc > top:
+                top = sc
+        total = 0
+        for s in range(vis):
+            wr[s] = exp_f32(wr[s] - top)
+            total += wr[s]
+        inv = <float>1.0 / total
+        for s in range(vis):
+            wr[s] = wr[s] * inv
+            w = wr[s]
+            kr = keys + (<Py_ssize_t>b * S + s) * Dk
+            for d in range(Dk):
+                cr[d] += w * kr[d]

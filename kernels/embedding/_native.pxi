@@ -1,0 +1,27 @@
+# Native embedding for the replay VM: ``include "embedding/_native.pxi"``.
+from libc.stdint cimport int64_t
+
+
+cdef Py_ssize_t native_embedding(const int64_t* ids, Py_ssize_t n, const float* table, Py_ssize_t V, int D,
+                                 float scale, const float* positions, Py_ssize_t L, float* out) noexcept nogil:
+    """out[i] = table[ids[i]] * scale (+ positions[i % L]); returns -1, or the index of the first id
+    outside [0, V) (nothing is read for it)."""
+    cdef Py_ssize_t i, t
+    cdef int d
+    cdef const float* row
+    cdef const float* pos
+    cdef float* o
+    for i in range(n):
+        t = ids[i]
+        if t < 0 or t >= V:
+            return i
+        row = table + t * D
+        o = out + i * D
+        if positions != NULL:
+            pos = positions + (i % L) * D
+            for d in range(D):
+                o[d] = row[d] * scale + pos[d]
+        else:
+            for d in range(D):
+                o[d] = row[d] * scale
+    return -1

@@ -1,0 +1,59 @@
+# Native linear for the replay VM (seqjit.graph._native_vm): ``include "linear/_native.pxi"``.
+# Up to BLAS_MIN_MACS multiply-adds (every decode-step product of a small model, and any product
+# of a few rows): the dot-product kernel of native_gemv.h, on the calling thread unless the node was
+# planned with threads (column blocks per thread). Larger: BLAS sgemm written in place (see
+# cython_cpu.pyx for the column-major trick), then bias + activation. BLAS is kept for large
+# products only: on 2-core VMs OpenBLAS took 200 us for a 10x128x512 product that the kernel
+# here does in 20.
+from cython.parallel cimport prange
+from scipy.linalg.cython_blas cimport sgemm
+
+include "activations/_act.pxi"
+
+cdef extern from "linear/native_gemv.h" nogil:
+    int SJ_GEMV_MAX_ROWS
+    void sj_gemv_rows(const float *x, Py_ssize_t ldx, int M, const float *w, int K, const float *bias,
+                      float *y, Py_ssize_t ldy, int n0, int n1)
+    void sj_gemv_rows_in_out(const float *x, Py_ssize_t ldx, int M, const float *w, int K, int N,
+                             const float *bias, float *y, Py_ssize_t ldy, int n0, int n1)
+
+
+cdef inline void _gemv_cols(const float* x, Py_ssize_t ldx, int M, int K, const float* w, int N, bint out_in,
+                            const float* bias, float* y, Py_ssize_t ldy, int n0, int n1) noexcept nogil:
+    if out_in:
+        sj_gemv_rows(x, ldx, M, w, K, bias, y, ldy, n0, n1)
+    else:
+        sj_gemv_rows_in_out(x, ldx, M, w, K, N, bias, y, ldy, n0, n1)
+
+
+DEF BLAS_MIN_MACS = 1 << 26
+
+
+cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const float* w, int N, bint out_in,
+                        const float* bias, float* y, Py_ssize_t ldy, int act, int nthreads) noexcept nogil:
+    """y[m, :N] = act(x[m, :K] @ W^T + bias) for m < M (rows ldx / ldy apart)."""
+    cdef int t, n0, n1, chunk, m
+    cdef float one = 1.0, zero = 0.0
+    cdef int lda, ldxi = <int>ldx, ldyi = <int>ldy
+    cdef char* ta
+    cdef char* tn = b"N"
+    if M <= SJ_GEMV_MAX_ROWS or <double>M * N * K < BLAS_MIN_MACS:
+        if nthreads > 1:
+            chunk = ((N + nthreads - 1) // nthreads + 15) // 16 * 16
+            for t in prange(nthreads, nogil=True, num_threads=nthreads, schedule="static"):
+                n0 = t * chunk
+                n1 = N if n0 + chunk > N else n0 + chunk
+                if n0 < n1:
+                    _gemv_cols(x, ldx, M, K, w, N, out_in, bias, y, ldy, n0, n1)
+        else:
+            _gemv_cols(x, ldx, M, K, w, N, out_in, bias, y, ldy, 0, N)
+        if act != _NONE:
+            for m in range(M):
+                act_row_f32(y + m * ldy, NULL, y + m * ldy, N, act)
+        return
+    lda = K if out_in else N
+    ta = b"T" if out_in else b"N"
+    sgemm(ta, tn, &N, &M, &K, &one, <float*>w, &lda, <float*>x, &ldxi, &zero, y, &ldyi)
+    if bias != NULL or act != _NONE:
+        for m in range(M):
+            act_row_f32(y + m * ldy, bias, y + m * ldy, N, act)

@@ -1,0 +1,392 @@
+# cython: language_level=3
+"""The native replay VM: a plan lowered to a flat list of instructions run in one nogil C loop.
+
+An instruction is an op code, up to 12 pointers, 24 integers (shapes, strides in elements, flags)
+and 4 floats; :mod:`seqjit.graph.lowering` builds them from a :class:`~seqjit.graph.executor.Plan`
+(shapes, buffers and views are fixed there, and so every argument is checked once, at lowering).
+Replay does no checks and allocates nothing; the few that depend on run-time values (token ids in
+range, the step inside the position table or cache) set an error that :meth:`Program.run` raises.
+
+Pointers into a graph input are patched when the caller passes an array at another address
+(``set_inputs``): a few writes, not a re-lowering. Nodes the VM has no kernel for run as Python
+callbacks (``OP_PYCALL``: the GIL is taken for them only).
+
+:func:`greedy` runs a whole greedy decode (step program, argmax under the banned tokens, feeding
+the token back, writing the recurrent state back) without returning to Python.
+"""
+cimport numpy as cnp
+import numpy as np
+from posix.time cimport clock_gettime, timespec, CLOCK_MONOTONIC
+from libc.stdint cimport int64_t
+from libc.stdlib cimport malloc, realloc, free
+from libc.string cimport memcpy, memset
+from libc.math cimport INFINITY, log
+
+include "linear/_native.pxi"
+include "layer_norm/_native.pxi"
+include "embedding/_native.pxi"
+include "attention/_native.pxi"
+include "rnn/_native_cells.pxi"
+include "additive_attention/_native.pxi"
+
+cnp.import_array()
+
+# op codes (mirrored in seqjit.graph.lowering.OPCODES)
+cdef enum:
+    OP_LINEAR = 1
+    OP_LAYER_NORM = 2
+    OP_ADD = 3
+    OP_EMBEDDING = 4
+    OP_COPY = 5
+    OP_POSITION_AT = 6
+    OP_KV_WRITE = 7
+    OP_STEP_LENGTHS = 8
+    OP_ATTENTION = 9
+    OP_ACT = 10
+    OP_GRU_CELL = 11
+    OP_LSTM_CELL = 12
+    OP_ADDITIVE = 13
+    OP_SELECT_FIRST = 14
+    OP_PYCALL = 15
+
+# error codes of a run
+cdef enum:
+    ERR_NONE = 0
+    ERR_ID = 1        # a token id outside the table
+    ERR_STEP = 2      # the step outside the position table or the cache
+    ERR_PYTHON = 3    # a Python callback raised
+
+DEF NPTR = 12
+DEF NINT = 24
+DEF NFLT = 4
+
+cdef struct Instr:
+    int op
+    int threads       # 1: the calling thread only; 0: the run's thread count
+    void* p[NPTR]
+    Py_ssize_t i[NINT]
+    double f[NFLT]
+
+
+cdef inline void _copy4(const char* src, char* dst, const Py_ssize_t* i) noexcept nogil:
+    """Strided copy: i[0] ndim (<= 4, axes padded to 4 in front), i[1:5] shape, i[5:9] source
+    strides, i[9:13] destination strides (in elements), i[13] item size."""
+    cdef Py_ssize_t a, b, c, d
+    cdef Py_ssize_t isz = i[13]
+    cdef const char* s
+    cdef char* t
+    for a in range(i[1]):
+        for b in range(i[2]):
+            for c in range(i[3]):
+                s = src + (a * i[5] + b * i[6] + c * i[7]) * isz
+                t = dst + (a * i[9] + b * i[10] + c * i[11]) * isz
+                if i[8] == 1 and i[12] == 1:
+                    memcpy(t, s, i[4] * isz)
+                else:
+                    for d in range(i[4]):
+                        memcpy(t + d * i[12] * isz, s + d * i[8] * isz, isz)
+
+
+cdef class Program:
+    """A lowered plan; see the module docstring."""
+
+    cdef Instr* code
+    cdef int n, cap
+    cdef list refs, callbacks, patches
+    cdef int n_inputs
+    cdef Py_ssize_t* bound
+    cdef Py_ssize_t* patch_instr
+    cdef int* patch_ptr
+    cdef Py_ssize_t* patch_off
+    cdef Py_ssize_t* patch_start
+    cdef readonly int err, err_instr
+    cdef readonly Py_ssize_t err_value, err_limit
+    cdef object exc
+
+    def __cinit__(self):
+        self.code = NULL
+        self.n = self.cap = 0
+        self.bound = NULL
+        self.patch_instr = NULL
+        self.patch_ptr = NULL
+        self.patch_off = NULL
+        self.patch_start = NULL
+
+    def __init__(self, int n_inputs):
+        self.refs, self.callbacks = [], []
+        self.patches = [[] for _ in range(n_inputs)]
+        self.n_inputs = n_inputs
+
+    def __dealloc__(self):
+        free(self.code)
+        free(self.bound)
+        free(self.patch_instr)
+        free(self.patch_ptr)
+        free(self.patch_off)
+        free(self.patch_start)
+
+    def __len__(self):
+        return self.n
+
+    def add(self, int op, ptrs=(), ints=(), floats=(), int threads=1, inputs=(), keep=()):
+        """Append an instruction. ``ptrs``: addresses (0 for NULL); ``inputs``: (pointer index,
+        input slot, byte offset) for pointers into a graph input (patched by ``set_inputs``);
+        ``keep``: objects to keep alive with the program. Returns its index."""
+        cdef Instr* ins
+        if len(ptrs) > NPTR or len(ints) > NINT or len(floats) > NFLT:
+            raise ValueError("too many instruction operands")
+        if self.n == self.cap:
+            self.cap = max(16, 2 * self.cap)
+            ins = <Instr*>realloc(self.code, self.cap * sizeof(Instr))
+            if ins == NULL:
+                raise MemoryError()
+            self.code = ins
+        ins = &self.code[self.n]
+        memset(ins, 0, sizeof(Instr))
+        ins.op, ins.threads = op, threads
+        for k, p in enumerate(ptrs):
+            ins.p[k] = <void*><Py_ssize_t>p
+        for k, v in enumerate(ints):
+            ins.i[k] = v
+        for k, v in enumerate(floats):
+            ins.f[k] = v
+        for k, slot, offset in inputs:
+            self.patches[slot].append((self.n, k, offset))
+        self.refs.extend(keep)
+        self.n += 1
+        return self.n - 1
+
+    def add_callback(self, fn):
+        """Append an OP_PYCALL instruction calling ``fn()`` (with the GIL)."""
+        self.callbacks.append(fn)
+        return self.add(OP_PYCALL, ints=(len(self.callbacks) - 1,))
+
+    def finish(self, initial_addresses):
+        """Freeze the patch table; ``initial_addresses``: each input's address at lowering."""
+        cdef Py_ssize_t total = sum(len(p) for p in self.patches), j = 0
+        cdef int s
+        self.bound = <Py_ssize_t*>malloc((self.n_inputs + 1) * sizeof(Py_ssize_t))
+        self.patch_start = <Py_ssize_t*>malloc((self.n_inputs + 1) * sizeof(Py_ssize_t))
+        self.patch_instr = <Py_ssize_t*>malloc((total + 1) * sizeof(Py_ssize_t))
+        self.patch_ptr = <int*>malloc((total + 1) * sizeof(int))
+        self.patch_off = <Py_ssize_t*>malloc((total + 1) * sizeof(Py_ssize_t))
+        if not (self.bound and self.patch_start and self.patch_instr and self.patch_ptr and self.patch_off):
+            raise MemoryError()
+        for s in range(self.n_inputs):
+            self.bound[s] = initial_addresses[s]
+            self.patch_start[s] = j
+            for ins, k, off in self.patches[s]:
+                self.patch_instr[j], self.patch_ptr[j], self.patch_off[j] = ins, k, off
+                j += 1
+        self.patch_start[self.n_inputs] = j
+
+    cpdef int set_inputs(self, tuple arrays) except -1:
+        """Point every instruction reading graph input ``s`` at ``arrays[s]`` (C-contiguous, of
+        the signature the program was lowered for: the caller checked that)."""
+        cdef int s
+        cdef Py_ssize_t j, addr
+        cdef cnp.ndarray a
+        for s in range(self.n_inputs):
+            a = <cnp.ndarray>arrays[s]
+            addr = <Py_ssize_t>cnp.PyArray_DATA(a)
+            if addr == self.bound[s]:
+                continue
+            for j in range(self.patch_start[s], self.patch_start[s + 1]):
+                self.code[self.patch_instr[j]].p[self.patch_ptr[j]] = <void*>(addr + self.patch_off[j])
+            self.bound[s] = addr
+        return 0
+
+    def run(self, int nthreads=1):
+        """Run every instruction; raises on the run-time errors of the module docstring."""
+        cdef int rc
+        with nogil:
+            rc = self._run(nthreads)
+        if rc:
+            self.raise_error()
+
+    def raise_error(self):
+        if self.err == ERR_PYTHON:
+            exc, self.exc = self.exc, None
+            raise exc
+        if self.err == ERR_ID:  # the message of the embedding kernels (kernels/embedding/spec.py)
+            raise ValueError(f"ids must lie in [0, {self.code[self.err_instr].i[3]}) (V = table.shape[0]), "
+                             f"got {self.err_value}")
+        if self.err == ERR_STEP:  # the message of the Python replay (layout_ops._step_index)
+            what = "max_positions of the model" if self.code[self.err_instr].op == OP_POSITION_AT \
+                else "the decoder state's max_length"
+            raise ValueError(f"step must lie in [0, {self.err_limit}) ({what}), got {self.err_value}")
+        raise RuntimeError(f"native replay failed with code {self.err}")
+
+    cdef int _callback(self, Py_ssize_t k) noexcept with gil:
+        try:
+            self.callbacks[k]()
+        except BaseException as exc:  # noqa: BLE001 - re-raised by raise_error
+            self.exc = exc
+            return ERR_PYTHON
+        return 0
+
+    def run_timed(self, int nthreads=1):
+        """Run every instruction; returns the seconds each took (a list), for the profiler."""
+        cdef int pc, rc = 0
+        cdef double[::1] times = np.zeros(self.n)
+        cdef timespec t0, t1
+        with nogil:
+            for pc in range(self.n):
+                clock_gettime(CLOCK_MONOTONIC, &t0)
+                rc = self._exec(pc, nthreads)
+                clock_gettime(CLOCK_MONOTONIC, &t1)
+                times[pc] = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9
+                if rc:
+                    break
+        if rc:
+            self.raise_error()
+        return list(times)
+
+    cdef int _run(self, int nthreads) noexcept nogil:
+        cdef int pc, rc
+        for pc in range(self.n):
+            rc = self._exec(pc, nthreads)
+            if rc:
+                return rc
+        return ERR_NONE
+
+    cdef int _exec(self, int pc, int nthreads) noexcept nogil:
+        cdef int nt, rc
+        cdef Instr* c = &self.code[pc]
+        cdef Py_ssize_t r, t, j
+        if True:
+            nt = nthreads if c.threads == 0 else 1
+            if c.op == OP_LINEAR:
+                native_linear(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <float*>c.p[1], <int>c.i[2],
+                              c.i[6] == 0, <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
+            elif c.op == OP_LAYER_NORM:
+                native_layer_norm(<float*>c.p[0], c.i[2], <float*>c.p[3], c.i[3], <int>c.i[0], <int>c.i[1],
+                                  <float*>c.p[1], <float*>c.p[2], c.f[0])
+            elif c.op == OP_ADD:
+                for j in range(c.i[0]):
+                    (<float*>c.p[2])[j] = (<float*>c.p[0])[j] + (<float*>c.p[1])[j]
+            elif c.op == OP_EMBEDDING:
+                r = native_embedding(<int64_t*>c.p[0], c.i[0], <float*>c.p[1], c.i[3], <int>c.i[1], <float>c.f[0],
+                                     <float*>c.p[2], c.i[2], <float*>c.p[3])
+                if r >= 0:
+                    self.err, self.err_instr, self.err_value = ERR_ID, pc, (<int64_t*>c.p[0])[r]
+                    return ERR_ID
+            elif c.op == OP_COPY:
+                _copy4(<char*>c.p[0], <char*>c.p[1], c.i)
+            elif c.op == OP_POSITION_AT:
+                t = (<int64_t*>c.p[1])[0]
+                if t < 0 or t + c.i[1] >= c.i[2]:
+                    self.err, self.err_instr, self.err_value, self.err_limit = ERR_STEP, pc, t, c.i[2] - c.i[1]
+                    return ERR_STEP
+                memcpy(c.p[2], <float*>c.p[0] + (t + c.i[1]) * c.i[0], c.i[0] * sizeof(float))
+            elif c.op == OP_KV_WRITE:
+                t = (<int64_t*>c.p[2])[0]
+                if t < 0 or t >= c.i[2]:
+                    self.err, self.err_instr, self.err_value, self.err_limit = ERR_STEP, pc, t, c.i[2]
+                    return ERR_STEP
+                for r in range(c.i[0] * c.i[1]):  # (b, h) pairs
+                    memcpy(<float*>c.p[0] + (r * c.i[2] + t) * c.i[3],
+                           <float*>c.p[1] + (r // c.i[1]) * c.i[4] + (r % c.i[1]) * c.i[5], c.i[3] * sizeof(float))
+            elif c.op == OP_STEP_LENGTHS:
+                t = (<int64_t*>c.p[0])[0] + 1
+                for j in range(c.i[0]):
+                    (<int64_t*>c.p[1])[j] = t
+            elif c.op == OP_ATTENTION:
+                native_attention(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
+                                 <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17], c.i[18],
+                                 <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
+                                 <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5])
+            elif c.op == OP_ACT:
+                act_row_f32(<float*>c.p[0], NULL, <float*>c.p[1], c.i[0], <int>c.i[1])
+            elif c.op == OP_GRU_CELL:
+                native_gru_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], <float*>c.p[3],
+                                <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], c.i[5], <int>c.i[0], <int>c.i[1],
+                                <int>c.i[2], <float*>c.p[7], nt)
+            elif c.op == OP_LSTM_CELL:
+                native_lstm_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], c.i[5],
+                                 <float*>c.p[3], <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[7],
+                                 <float*>c.p[8], <int>c.i[0], <int>c.i[1], <int>c.i[2], <float*>c.p[9], nt)
+            elif c.op == OP_ADDITIVE:
+                native_additive_attention(<float*>c.p[0], c.i[5], <float*>c.p[1], <float*>c.p[2], <float*>c.p[3],
+                                          <float*>c.p[4], <int64_t*>c.p[5], <float*>c.p[6], <float*>c.p[7],
+                                          <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
+                                          <float*>c.p[8], nt)
+            elif c.op == OP_SELECT_FIRST:
+                memcpy(c.p[3], c.p[1] if (<int64_t*>c.p[0])[0] == 0 else c.p[2], c.i[0])
+            elif c.op == OP_PYCALL:
+                rc = self._callback(c.i[0])
+                if rc:
+                    self.err, self.err_instr = rc, pc
+                    return rc
+        return ERR_NONE
+
+
+def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,
+           cnp.ndarray ids, cnp.ndarray lengths, cnp.ndarray scores, cnp.ndarray banned,
+           int eos, int min_length, int start, int nthreads):
+    """Greedy decoding to the end: runs ``step`` (which reads ``prev`` [B] and ``stepv`` [], writes
+    ``logits`` [B, V]) then ``writeback`` for t = start .. T-1 (T = ids.shape[1]); row b's token t
+    goes to ``ids[b, t]``; ``lengths[b]`` becomes the tokens generated for it (its end token
+    included), ``scores[b]`` the sum of their log-probabilities when ``scores`` is not empty.
+    ``banned``: tokens never chosen (int64); the end token is banned too while t < min_length.
+    Rows run until every row has its end token or T tokens (finished rows keep computing)."""
+    cdef int B = <int>logits.shape[0], V = <int>logits.shape[1], T = <int>ids.shape[1]
+    cdef Py_ssize_t ld = logits.strides[0] // 4
+    cdef float* lg = <float*>cnp.PyArray_DATA(logits)
+    cdef int64_t* pv = <int64_t*>cnp.PyArray_DATA(prev)
+    cdef int64_t* sv = <int64_t*>cnp.PyArray_DATA(stepv)
+    cdef int64_t* out = <int64_t*>cnp.PyArray_DATA(ids)
+    cdef int64_t* ln = <int64_t*>cnp.PyArray_DATA(lengths)
+    cdef double* sc = <double*>cnp.PyArray_DATA(scores) if scores.shape[0] else NULL
+    cdef int64_t* bn = <int64_t*>cnp.PyArray_DATA(banned)
+    cdef int nb = <int>banned.shape[0]
+    cdef int t, b, v, best, alive, rc = 0, k
+    cdef float* row
+    cdef float top, x
+    cdef double total
+    if logits.strides[1] != 4 or logits.dtype.num != cnp.NPY_FLOAT32:
+        raise ValueError("logits must be float32 with contiguous rows")
+    with nogil:
+        for t in range(start, T):
+            rc = step._run(nthreads)
+            if rc:
+                break
+            alive = 0
+            for b in range(B):
+                if ln[b] > 0:
+                    pv[b] = eos
+                    continue
+                row = lg + b * ld
+                for k in range(nb):
+                    row[bn[k]] = -INFINITY
+                if t < min_length:
+                    row[eos] = -INFINITY
+                best, top = 0, row[0]
+                for v in range(V):  # first maximum; a NaN wins, as with numpy.argmax
+                    x = row[v]
+                    if x != x:
+                        best = v
+                        break
+                    if x > top:
+                        best, top = v, x
+                if sc != NULL:
+                    top = row[best]
+                    total = 0
+                    for v in range(V):
+                        total += exp_f32(row[v] - top)
+                    sc[b] += -log(total)
+                out[b * T + t] = best
+                pv[b] = best
+                if best == eos or t + 1 == T:
+                    ln[b] = t + 1
+                else:
+                    alive += 1
+            sv[0] += 1
+            if writeback.n:
+                rc = writeback._run(nthreads)
+                if rc:
+                    break
+            if alive == 0:
+                break
+    if rc:
+        (step if step.err else writeback).raise_error()
