@@ -8,6 +8,7 @@ are graphs (:mod:`seqjit.graph`) built by the architectures in :mod:`seqjit.mode
     model = seqjit.from_hf("path/to/opus-mt-en-de") # a Hugging Face MarianMT directory
     model = seqjit.from_torch(state_dict, arch="transformer", encoder_heads=8, ...)
     model.save("out/")
+    int8 = seqjit.quantize(model, "int8")            # int8 linear weights, per-row scales
 
 The names below are imported on first use, so ``import seqjit`` stays fast (no Numba compile).
 """
@@ -33,6 +34,7 @@ _LAZY = {
     "from_torch": ("seqjit.convert", "from_torch"),
     "from_hf": ("seqjit.convert", "from_hf"),
     "profile": ("seqjit.graph.profiler", "profile"),
+    "quantize": ("seqjit.models.quantization", "quantize"),
     "Executor": ("seqjit.graph.executor", "Executor"),
     "TransformerConfig": ("seqjit.models.transformer", "TransformerConfig"),
     "TransformerModel": ("seqjit.models.transformer", "TransformerModel"),

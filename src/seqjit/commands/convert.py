@@ -36,6 +36,8 @@ def register(subparsers) -> None:
                    help="a state dict's config: a JSON object, inline or in a file (e.g. '{\"nhead\": 8}')")
     p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
     p.add_argument("--force", action="store_true", help="write into OUT even when it is not empty")
+    p.add_argument("--quantize", default=None, choices=("int8",),
+                   help="store the linear weights as int8 with per-row float32 scales (seqjit.quantize)")
     p.set_defaults(func=run)
 
 
@@ -81,7 +83,7 @@ def check_out(out: Path, force: bool) -> None:
         raise ValueError(f"OUT {out} exists and is not empty; choose another directory or pass --force to write into it")
 
 
-def convert(src, out, *, arch=None, config=None, dtype=None, force=False) -> tuple:
+def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quantize=None) -> tuple:
     """Convert ``src`` into directory ``out``; returns (model, kind, copied tokenizer file names)."""
     import seqjit
 
@@ -125,6 +127,8 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False) -> tup
     else:
         raise ValueError(f"{src} is neither a Hugging Face model directory (config.json with model_type) nor a "
                          ".safetensors state dict")
+    if quantize is not None:
+        model = seqjit.quantize(model, quantize)
     model.save(out)
     copied = []
     if src.is_dir():
@@ -137,7 +141,7 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False) -> tup
 
 def run(args) -> int:
     model, kind, copied = convert(args.src, args.out, arch=args.arch, config=args.config, dtype=args.dtype,
-                                  force=args.force)
+                                  force=args.force, quantize=args.quantize)
     out = Path(args.out)
     params = sum(int(w.size) for w in model.weights.values())
     print(f"converted {args.src} ({kind}) -> {model.arch} model, {params:,} parameters, {getattr(model.config, 'dtype', 'float32')}")

@@ -79,6 +79,7 @@ def describe(model, *, max_length: int = 256, path=None) -> dict:
     return {
         "path": None if path is None else str(path),
         "architecture": model.arch,
+        "quantization": getattr(model.config, "quantization", "none"),
         "config": config,
         "parameters": params,
         "weights": {"tensors": len(weights), "bytes": weight_bytes, "dtypes": by_dtype},
@@ -92,6 +93,7 @@ def format_text(info: dict) -> str:
     if info["path"]:
         lines.append(f"model: {info['path']}")
     lines.append(f"architecture: {info['architecture']}")
+    lines.append(f"quantization: {info['quantization']}")
     lines.append("config:")
     width = max((len(k) for k in info["config"]), default=0)
     lines += [f"  {k:<{width}} = {v}" for k, v in info["config"].items()]

@@ -49,6 +49,7 @@ from seqjit.graph import GraphBuilder
 from seqjit.graph.ops import TensorSpec
 from seqjit.models.base import ATTENTION, MEMORY, SRC_LENGTHS, Seq2SeqModel
 from seqjit.models.config import choice, positive
+from seqjit.models.quantization import linear, quantized_spec
 from seqjit.models.rnn_common import RNNConfig, decoder_spec, encoder_spec, state_specs
 from seqjit.models.rnn_graphs import RNNPieces
 
@@ -96,6 +97,10 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
 
     @classmethod
     def weight_spec(cls, config: AttentionSeq2SeqConfig) -> dict:
+        return quantized_spec(cls._float_spec(config), config)
+
+    @classmethod
+    def _float_spec(cls, config: AttentionSeq2SeqConfig) -> dict:
         c = config
         dt, Hd, M, A = np.dtype(c.dtype), c.decoder_hidden, c.memory_dim, c.attn_dim
         spec = encoder_spec(c)
@@ -132,10 +137,10 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         p = "decoder.attention"
         if c.attention == "bahdanau":
             bias = g.constant(f"{p}.keys_bias", w[f"{p}.Ua.bias"] + w[f"{p}.Wa.bias"])
-            g.output(g.op("linear", out, P.w(f"{p}.Ua.weight"), bias, name=f"{p}.Ua"), name=KEYS)
+            g.output(linear(g, out, w, f"{p}.Ua.weight", bias, name=f"{p}.Ua"), name=KEYS)
         elif c.attention == "general":
             bias = P.w(f"{p}.Wa.bias") if c.attention_bias else None
-            g.output(g.op("linear", out, P.w(f"{p}.Wa.weight"), bias, name=f"{p}.Wa"), name=KEYS)
+            g.output(linear(g, out, w, f"{p}.Wa.weight", bias, name=f"{p}.Wa"), name=KEYS)
         P.output_initial_states(hs, cs)
         return g.build()
 
@@ -187,7 +192,8 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         parts = (ctx, h) if c.concat_order == "context_first" else (h, ctx)
         cat = g.op("concat", *parts, axis=-1, name="decoder.concat_input")
         bias = P.w("decoder.concat.bias") if c.concat_bias else None
-        return g.op("linear", cat, P.w("decoder.concat.weight"), bias, activation="tanh", name="decoder.concat"), weights
+        attended = linear(g, cat, self.weights, "decoder.concat.weight", bias, activation="tanh", name="decoder.concat")
+        return attended, weights
 
     def build_decoder_full_graph(self):
         """tgt_ids [B, T], src_lengths [B], memory, keys, init.h.{l} (init.c.{l}) -> logits [B, T, V]

@@ -44,6 +44,7 @@ import numpy as np
 from seqjit.errors import ConfigError
 from seqjit.graph.ops import TensorSpec
 from seqjit.models.config import ModelConfig, choice, positive
+from seqjit.models.quantization import SCHEMES
 
 GATES = {"gru": 3, "lstm": 4}
 
@@ -68,6 +69,7 @@ class RNNConfig(ModelConfig):
     decoder_start_id: int = 1
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
+    quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
 
     # -- derived sizes ---------------------------------------------------------------------------
     @property
@@ -99,6 +101,8 @@ class RNNConfig(ModelConfig):
         if not self.bidirectional and self.bridge != "sum":
             raise ConfigError(f"{where}: bridge {self.bridge!r} combines the two directions of a bidirectional "
                               "encoder; set bidirectional=True or leave bridge at 'sum'")
+        if self.quantization != "none" and self.dtype != "float32":
+            raise ConfigError(f"{where}: quantization {self.quantization!r} needs dtype float32, got {self.dtype}")
         if self.bridge_activation is not None and self.bridge != "linear":
             raise ConfigError(f"{where}: bridge_activation applies to bridge='linear' only, got bridge {self.bridge!r}")
         for key in ("pad_id", "decoder_start_id", "eos_id"):

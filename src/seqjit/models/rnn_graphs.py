@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from seqjit.graph import GraphBuilder
 from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
+from seqjit.models.quantization import linear
 from seqjit.models.rnn_common import RNNConfig, rnn_keys, state_names
 
 
@@ -58,8 +59,8 @@ class RNNPieces:
             if c.bridge == "concat":
                 layers.append(both)
             elif c.bridge == "linear":
-                layers.append(g.op("linear", both, self.w(f"{prefix}.weight"), self.w(f"{prefix}.bias"),
-                                   activation=c.bridge_activation, name=f"{prefix}.{l}"))
+                layers.append(linear(g, both, self.weights, f"{prefix}.weight", self.w(f"{prefix}.bias"),
+                                     activation=c.bridge_activation, name=f"{prefix}.{l}"))
             else:
                 fwd = g.op("slice_last", both, start=0, stop=H)
                 bwd = g.op("slice_last", both, start=H, stop=2 * H)
@@ -128,7 +129,7 @@ class RNNPieces:
     def logits(self, h) -> str:
         """The output projection of h [..., Ho] -> [..., V] (log-probabilities when configured)."""
         g = self.g
-        y = g.op("linear", h, self.w("decoder.out.weight"), self.w("decoder.out.bias"), name="decoder.out")
+        y = linear(g, h, self.weights, "decoder.out.weight", self.w("decoder.out.bias"), name="decoder.out")
         if self.c.output_log_softmax:
             y = g.op("log_softmax", y, name="decoder.log_softmax")
         return g.output(y, name=LOGITS)

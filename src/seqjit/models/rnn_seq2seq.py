@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from seqjit.graph import GraphBuilder
 from seqjit.models.base import MEMORY, Seq2SeqModel
+from seqjit.models.quantization import quantized_spec
 from seqjit.models.rnn_common import RNNConfig, decoder_spec, encoder_spec, state_specs
 from seqjit.models.rnn_graphs import RNNPieces
 
@@ -44,7 +45,8 @@ class RNNSeq2SeqModel(Seq2SeqModel):
 
     @classmethod
     def weight_spec(cls, config: RNNSeq2SeqConfig) -> dict:
-        return {**encoder_spec(config), **decoder_spec(config, config.tgt_embed, config.decoder_hidden)}
+        spec = {**encoder_spec(config), **decoder_spec(config, config.tgt_embed, config.decoder_hidden)}
+        return quantized_spec(spec, config)
 
     def build_encoder_graph(self):
         """src_ids [B, S], src_lengths [B] -> memory [B, S, D*H] (not read by the decoder),

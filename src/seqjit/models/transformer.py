@@ -39,6 +39,7 @@ from seqjit.graph.ops import TensorSpec
 from seqjit.models import transformer_graphs as graphs
 from seqjit.models.base import Seq2SeqModel
 from seqjit.models.config import ModelConfig, choice, positive
+from seqjit.models.quantization import SCHEMES, quantized_spec
 
 
 @dataclass
@@ -72,6 +73,7 @@ class TransformerConfig(ModelConfig):
     decoder_start_id: int = 1
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
+    quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
 
     def validate(self, where: str = "config") -> None:
         positive(where, src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size, d_model=self.d_model,
@@ -90,6 +92,8 @@ class TransformerConfig(ModelConfig):
                               f"got {self.src_vocab_size} and {self.tgt_vocab_size}")
         if self.position_offset < 0:
             raise ConfigError(f"{where}: position_offset must be >= 0, got {self.position_offset}")
+        if self.quantization != "none" and self.dtype != "float32":
+            raise ConfigError(f"{where}: quantization {self.quantization!r} needs dtype float32, got {self.dtype}")
         if not self.layer_norm_eps > 0:
             raise ConfigError(f"{where}: layer_norm_eps must be positive, got {self.layer_norm_eps}")
         for key in ("pad_id", "decoder_start_id", "eos_id"):
@@ -153,7 +157,7 @@ class TransformerModel(Seq2SeqModel):
             add("lm_head.weight", c.tgt_vocab_size, E)
         if c.final_logits_bias:
             add("final_logits_bias", c.tgt_vocab_size)
-        return spec
+        return quantized_spec(spec, c)
 
     def build_encoder_graph(self):
         return graphs.build_encoder(self.config, self.weights)

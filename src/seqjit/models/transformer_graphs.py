@@ -12,6 +12,7 @@ import math
 
 from seqjit.graph import GraphBuilder
 from seqjit.models.base import ATTENTION, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
+from seqjit.models.quantization import linear
 
 _ACTIVATION_OPS = {"relu": ("relu", {}), "gelu": ("gelu", {}), "gelu_tanh": ("gelu", {"approximate": "tanh"}),
                    "silu": ("silu", {})}
@@ -27,8 +28,9 @@ class _Layers:
         return self.g.constant(name, self.weights[name])
 
     def linear(self, x, prefix, bias=True):
-        return self.g.op("linear", x, self.w(prefix + ".weight"), self.w(prefix + ".bias") if bias else None,
-                         name=prefix)
+        """``linear`` (``linear_int8`` for a quantized model) of weight ``prefix.weight``."""
+        return linear(self.g, x, self.weights, prefix + ".weight", self.w(prefix + ".bias") if bias else None,
+                      name=prefix)
 
     def norm(self, x, prefix):
         return self.g.op("layer_norm", x, self.w(prefix + ".weight"), self.w(prefix + ".bias"),
@@ -69,15 +71,15 @@ class _Layers:
                              layout=c.position_layout, dtype=c.dtype, name=f"{side}.sinusoidal_positions")
         return None
 
-    def output_weight(self):
+    def output_weight_name(self) -> str:
         c = self.c
         if not c.tie_output:
-            return self.w("lm_head.weight")
-        return self.w("shared.weight" if c.share_embeddings else "decoder.embed_tokens.weight")
+            return "lm_head.weight"
+        return "shared.weight" if c.share_embeddings else "decoder.embed_tokens.weight"
 
     def logits(self, h):
         bias = self.w("final_logits_bias") if self.c.final_logits_bias else None
-        return self.g.op("linear", h, self.output_weight(), bias, name="lm_head")
+        return linear(self.g, h, self.weights, self.output_weight_name(), bias, name="lm_head")
 
     @property
     def offset(self) -> int:

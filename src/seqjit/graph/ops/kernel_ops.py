@@ -1,4 +1,4 @@
-"""Ops that bind to a ``seqjit.kernels`` function: linear, layer_norm, attention, embedding,
+"""Ops that bind to a ``seqjit.kernels`` function: linear, linear_int8, layer_norm, attention, embedding,
 sinusoidal_positions, activations, softmax. Shapes below: B batch, L/S lengths, H heads, D dims.
 """
 from __future__ import annotations
@@ -40,6 +40,31 @@ def _linear_make(ctx):
 
 register(OpDef("linear", ("x", "weight", "bias?"), _linear_infer, _linear_make,
                attrs={"activation": None, "weight_layout": "out_in"}, kernel="linear"))
+
+
+# -- linear_int8: x [..., K] float32 @ (int8 W [N, K] * scale [N])^T + b -> [..., N] ----------------
+def _linear_int8_infer(specs, attrs):
+    x, w, scale, b = (list(specs) + [None])[:4]
+    where = "linear_int8"
+    need(x is not None and np.dtype(x.dtype) == np.float32, where, f"x must be float32, got {x}")
+    need(w is not None and len(w.shape) == 2 and np.dtype(w.dtype) == np.int8, where, f"weight must be int8 [N, K], got {w}")
+    need(attrs["activation"] in ACTIVATIONS, where, f"activation must be one of {ACTIVATIONS}, got {attrs['activation']!r}")
+    n, k = w.shape
+    need(len(x.shape) >= 1 and x.shape[-1] == k, where, f"x's last dimension must be {k} (weight {list(w.shape)}), got {x}")
+    for name, s in (("scale", scale), ("bias", b)):
+        if s is None and name == "bias":
+            continue
+        ok = s is not None and tuple(s.shape) == (n,) and np.dtype(s.dtype) == np.float32
+        need(ok, where, f"{name} must be float32 [{n}], got {s}")
+    return [TensorSpec(tuple(x.shape[:-1]) + (n,), x.dtype)]
+
+
+def _linear_int8_make(ctx):
+    return partial(ctx.kernel("linear_int8"), activation=ctx.attrs["activation"], out=_out(ctx))
+
+
+register(OpDef("linear_int8", ("x", "weight", "scale", "bias?"), _linear_int8_infer, _linear_int8_make,
+               attrs={"activation": None}, kernel="linear_int8"))
 
 
 # -- layer_norm over the last axis ---------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Merge ``linear`` nodes that read the same input into one GEMM followed by column slices."""
+"""Merge ``linear`` nodes that read the same input into one GEMM followed by column slices (and
+``linear_int8`` nodes likewise: their per-row scales are concatenated with the weights)."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,14 +12,28 @@ def _concat(arrays: list, axis: int) -> np.ndarray:
     return derived(arrays, ("concat", axis), lambda: np.concatenate(arrays, axis=axis))
 
 
+def _bias_index(node: Node) -> int:
+    return 3 if node.op == "linear_int8" else 2
+
+
+def _bias(graph: Graph, node: Node):
+    i = _bias_index(node)
+    return graph.constants[node.inputs[i]] if len(node.inputs) > i and node.inputs[i] is not None else None
+
+
 def _key(graph: Graph, node: Node):
     """Nodes with equal keys can share one GEMM (None: this node cannot be merged)."""
-    if node.op != "linear":
+    if node.op not in ("linear", "linear_int8"):
         return None
     w = graph.constants.get(node.inputs[1])
-    bias = node.inputs[2] if len(node.inputs) > 2 else None
+    i = _bias_index(node)
+    bias = node.inputs[i] if len(node.inputs) > i else None
     if w is None or (bias is not None and bias not in graph.constants):
         return None
+    if node.op == "linear_int8":
+        if node.inputs[2] not in graph.constants:
+            return None
+        return (node.inputs[0], "int8", node.attrs.get("activation"), w.dtype.str, w.shape[1])
     layout = node.attrs.get("weight_layout", "out_in")
     k = w.shape[1] if layout == "out_in" else w.shape[0]
     return (node.inputs[0], layout, node.attrs.get("activation"), w.dtype.str, k)
@@ -26,7 +41,8 @@ def _key(graph: Graph, node: Node):
 
 def merge_projections(graph: Graph) -> Graph:
     """Every group of >= 2 mergeable ``linear`` nodes on one input becomes
-    ``merged = linear(x, concat(W), concat(b))`` and one ``slice_last`` view per original output."""
+    ``merged = linear(x, concat(W), concat(b))`` and one ``slice_last`` view per original output
+    (``linear_int8(x, concat(W), concat(scale), concat(b))`` for int8 nodes)."""
     g = graph.copy()
     groups: dict = {}
     for node in g.nodes:
@@ -38,24 +54,31 @@ def merge_projections(graph: Graph) -> Graph:
         if len(members) < 2:
             continue
         layout = key[1]
+        int8 = layout == "int8"
         weights = [g.constants[m.inputs[1]] for m in members]
-        sizes = [w.shape[0] if layout == "out_in" else w.shape[1] for w in weights]
-        merged_w = _concat(weights, 0 if layout == "out_in" else 1)
-        biases = [g.constants[m.inputs[2]] if len(m.inputs) > 2 and m.inputs[2] is not None else None for m in members]
+        sizes = [w.shape[0] if layout in ("out_in", "int8") else w.shape[1] for w in weights]
+        merged_w = _concat(weights, 0 if layout in ("out_in", "int8") else 1)
+        biases = [_bias(g, m) for m in members]
+        bias_dtype = np.float32 if int8 else merged_w.dtype
         merged_b = None
         if any(b is not None for b in biases):
             if all(b is not None for b in biases):
                 merged_b = _concat(biases, 0)
             else:
-                merged_b = np.concatenate([b if b is not None else np.zeros(n, merged_w.dtype) for b, n in zip(biases, sizes)])
+                merged_b = np.concatenate([b if b is not None else np.zeros(n, bias_dtype) for b, n in zip(biases, sizes)])
         base = _unique(g, f"{members[0].name}.merged{len(members)}")
         g.constants[base + ".weight"] = merged_w
         inputs = (key[0], base + ".weight")
+        if int8:
+            g.constants[base + ".scale"] = _concat([g.constants[m.inputs[2]] for m in members], 0)
+            inputs += (base + ".scale",)
         if merged_b is not None:
             g.constants[base + ".bias"] = merged_b
             inputs += (base + ".bias",)
-        attrs = {"weight_layout": layout, "activation": key[2]}
-        new_nodes = [Node("linear", inputs, (base,), attrs, base)]
+        if int8:
+            new_nodes = [Node("linear_int8", inputs, (base,), {"activation": key[2]}, base)]
+        else:
+            new_nodes = [Node("linear", inputs, (base,), {"weight_layout": layout, "activation": key[2]}, base)]
         start = 0
         for m, n in zip(members, sizes):
             new_nodes.append(Node("slice_last", (base,), m.outputs, {"start": start, "stop": start + n}, m.name))

@@ -1,0 +1,109 @@
+"""int8 models: every ``linear`` weight stored as int8 with one float32 scale per output row.
+
+Format (a model directory like any other, ``config.json`` + ``model.safetensors``):
+
+- ``config.json`` holds ``"quantization": "int8"`` (``"none"`` for float models);
+- each quantized weight ``<name>`` is an int8 ``[N, K]`` tensor beside its float32 scales
+  ``<name>.scale`` ``[N]``: ``W ~= <name> * <name>.scale[:, None]`` (symmetric per row, see
+  :mod:`seqjit.kernels.linear_int8`); every other weight (embeddings, layer norms, biases, the
+  recurrent matrices of GRU/LSTM cells, Bahdanau's ``Wa``/``Va``) stays float32.
+
+Which weights are quantized follows from the architecture and config (:func:`linear_weight_names`),
+so the weight spec of an int8 config names every int8 tensor and its scales, and loading checks them
+like every other weight. A Transformer whose output projection is tied to the embedding gets its own
+int8 output projection ``lm_head.weight`` (``tie_output`` becomes False): the embedding lookup keeps
+the float32 table.
+
+In the graphs a quantized weight makes the builders emit ``linear_int8`` (x, int8 weight, scale,
+bias) instead of ``linear``; activations are quantized per row on every call (dynamic quantization).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.graph.ops import TensorSpec
+
+SCHEMES = ("none", "int8")
+SCALE = ".scale"
+
+_TRANSFORMER_SUFFIXES = ("_proj.weight", ".fc1.weight", ".fc2.weight")
+_RNN_LINEARS = ("decoder.out.weight", "bridge.weight", "bridge_c.weight", "decoder.attention.Ua.weight",
+                "decoder.concat.weight")
+
+
+def linear_weight_names(config, names) -> list:
+    """The weights among ``names`` that the architecture of ``config`` uses as ``linear`` weights
+    (those an int8 model stores as int8)."""
+    if config.arch == "transformer":
+        return [n for n in names if n.endswith(_TRANSFORMER_SUFFIXES) or n == "lm_head.weight"]
+    linears = set(_RNN_LINEARS)
+    if getattr(config, "attention", None) == "general":  # Bahdanau's Wa is read by additive_attention
+        linears.add("decoder.attention.Wa.weight")
+    return [n for n in names if n in linears]
+
+
+def quantized_spec(spec: dict, config) -> dict:
+    """``spec`` (name -> TensorSpec of a float model) for ``config``'s quantization: each linear
+    weight int8, with its float32 scales ``<name>.scale``."""
+    scheme = getattr(config, "quantization", "none")
+    if scheme == "none":
+        return spec
+    out = dict(spec)
+    for name in linear_weight_names(config, spec):
+        shape = tuple(spec[name].shape)
+        out[name] = TensorSpec(shape, np.dtype(np.int8))
+        out[name + SCALE] = TensorSpec((shape[0],), np.dtype(np.float32))
+    return out
+
+
+def linear(g, x, weights: dict, weight_name: str, bias=None, **attrs):
+    """A ``linear`` node on graph builder ``g`` reading weight ``weight_name`` of ``weights`` (added
+    as a constant), or ``linear_int8`` with its scales when that weight is int8. ``bias``: a graph
+    value or None; ``attrs``: ``activation``, ``name``."""
+    w = weights[weight_name]
+    wv = g.constant(weight_name, w)
+    if w.dtype == np.int8:
+        scale = g.constant(weight_name + SCALE, weights[weight_name + SCALE])
+        return g.op("linear_int8", x, wv, scale, bias, **attrs)
+    return g.op("linear", x, wv, bias, **attrs)
+
+
+def quantize(model, scheme: str = "int8"):
+    """A new model of the same architecture with every linear weight quantized to ``scheme``
+    ("int8": symmetric per output row); ``model`` is left unchanged."""
+    from seqjit import kernels
+
+    if scheme != "int8":
+        raise ValueError(f"scheme must be 'int8', got {scheme!r}")
+    c = model.config
+    if getattr(c, "quantization", None) is None:
+        raise ValueError(f"architecture {model.arch!r} has no quantized form")
+    if c.quantization != "none":
+        raise ValueError(f"the model is already quantized ({c.quantization})")
+    if c.dtype != "float32":
+        raise ValueError(f"int8 quantization needs a float32 model, got dtype {c.dtype}")
+    weights = dict(model.weights)
+    changes = {"quantization": scheme}
+    if model.arch == "transformer" and c.tie_output:
+        changes["tie_output"] = False
+        weights["lm_head.weight"] = weights["shared.weight" if c.share_embeddings else "decoder.embed_tokens.weight"]
+    config = c.replace(**changes)
+    quantize_rows = kernels.get("quantize_int8")
+    for name in linear_weight_names(config, type(model).weight_spec(config)):
+        q, s = quantize_rows(np.ascontiguousarray(weights[name], dtype=np.float32))
+        weights[name], weights[name + SCALE] = q, s
+    new = type(model)(config, weights, backend=model.backend, source="quantized weights")
+    if hasattr(model, "replay"):
+        new.replay = model.replay
+    return new
+
+
+def describe(config) -> str:
+    """One line for ``seqjit inspect``: the quantization scheme of ``config``."""
+    scheme = getattr(config, "quantization", "none")
+    if scheme == "int8":
+        return "int8 (linear weights: int8 per output row + float32 scales; activations quantized per row)"
+    return "none (float weights)"
+
+
+__all__ = ["quantize", "quantized_spec", "linear_weight_names", "linear", "describe", "SCHEMES", "SCALE"]

@@ -1,0 +1,182 @@
+"""int8 models (seqjit.quantize): accuracy against the float32 model they come from, the directory
+format (int8 tensors + float32 scales, "quantization" in config.json, checked at load), and the
+bundled G2P models quantized."""
+import json
+
+import numpy as np
+import pytest
+
+import seqjit
+from seqjit.errors import ModelFormatError
+from seqjit.models import model_class
+from seqjit.models.quantization import SCALE, linear_weight_names
+
+VOCAB, PAD = 96, 95
+
+
+@pytest.fixture(scope="module")
+def marian_fp32_int8(tmp_path_factory, make_tiny_marian):
+    path = tmp_path_factory.mktemp("marian_q")
+    make_tiny_marian().save_pretrained(path, safe_serialization=True)
+    model = seqjit.convert.from_hf(path)
+    return model, seqjit.quantize(model, "int8")
+
+
+def _sources(n, seed, low=3, high=14):
+    rng = np.random.default_rng(seed)
+    return [rng.integers(1, PAD, size=int(rng.integers(low, high))).tolist() for _ in range(n)]
+
+
+def test_marian_int8_teacher_forced_logits(marian_fp32_int8):
+    fp32, int8 = marian_fp32_int8
+    rng = np.random.default_rng(0)
+    src = rng.integers(1, PAD, (50, 12))
+    tgt = rng.integers(1, PAD, (50, 10))
+    a, b = fp32.logits(src, tgt), int8.logits(src, tgt)
+    err = np.abs(a - b)
+    agreement = float((a.argmax(-1) == b.argmax(-1)).mean())
+    spread = float(a.std())
+    print(f"\ntiny Marian int8 vs float32, 500 teacher-forced positions: top-1 agreement {agreement:.3f}, "
+          f"max |logit error| {err.max():.4f}, mean {err.mean():.4f} (logit std {spread:.2f})")
+    assert agreement >= 0.95
+    assert err.mean() < 0.05 * spread and err.max() < 0.25 * spread
+    # the step graph (batch-1 GEMVs, merged Q/K/V) computes the same as the full-sequence graph
+    np.testing.assert_allclose(int8.logits_stepwise(src[:4], tgt[:4]), b[:4], rtol=1e-4, atol=1e-4)
+
+
+def test_marian_int8_greedy_ids_diverge_only_at_near_ties(marian_fp32_int8):
+    """Greedy ids of 50 sources, 20 tokens each. This random-weight model is chaotic (an int8
+    rounding of the weights alone, with float32 arithmetic, changes the same share of sequences), so
+    sequences do diverge; each divergence must come at a step where float32's own choice was a near
+    tie: the float32 logits of the two tokens differ by less than twice the largest teacher-forced
+    logit error of the int8 model on these sources."""
+    fp32, int8 = marian_fp32_int8
+    sources = _sources(50, seed=7)
+    want = [r.ids[0] for r in fp32.generate(sources, max_length=20)]
+    got = [r.ids[0] for r in int8.generate(sources, max_length=20)]
+    same = sum(a == b for a, b in zip(want, got)) / len(sources)
+    gaps, worst = [], 0.0
+    for src, a, b in zip(sources, want, got):
+        prefix = [PAD] + a  # decoder start, then float32's tokens
+        f, q = fp32.logits([src], [prefix])[0], int8.logits([src], [prefix])[0]
+        worst = max(worst, float(np.abs(f - q).max()))
+        if a != b:
+            i = next(i for i, (x, y) in enumerate(zip(a + [-1], b + [-1])) if x != y)
+            gaps.append(float(f[i, a[i]] - f[i, b[i]]) if i < len(a) and i < len(b) else 0.0)
+    print(f"\ntiny Marian greedy ids identical to float32 on {same:.0%} of 50 sources; float32 logit gaps at the "
+          f"divergences {np.round(sorted(gaps), 3).tolist()}, largest teacher-forced error {worst:.3f}")
+    assert same >= 0.6
+    assert all(0 <= g < 2 * worst for g in gaps)
+
+
+def test_int8_model_directory_round_trip(marian_fp32_int8, tmp_path):
+    fp32, int8 = marian_fp32_int8
+    int8.save(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["quantization"] == "int8" and config["tie_output"] is False
+    loaded = seqjit.load(tmp_path)
+    names = linear_weight_names(loaded.config, loaded.weights)
+    assert "lm_head.weight" in names and "decoder.layers.1.fc2.weight" in names and len(names) == 2 * 6 + 2 * 10 + 1
+    for name in names:
+        assert loaded.weights[name].dtype == np.int8 and loaded.weights[name + SCALE].dtype == np.float32
+        np.testing.assert_array_equal(loaded.weights[name], int8.weights[name])
+    assert loaded.weights["shared.weight"].dtype == np.float32  # embeddings stay float32
+    src, tgt = np.array([[5, 9, 3, 2]]), np.array([[PAD, 7, 8]])
+    np.testing.assert_array_equal(loaded.logits(src, tgt), int8.logits(src, tgt))
+    fp32.save(tmp_path / "fp32")
+    size = (tmp_path / "model.safetensors").stat().st_size / (tmp_path / "fp32" / "model.safetensors").stat().st_size
+    assert size < 0.75  # (tiny model: the float32 embedding and the scales weigh more than at full size)
+
+
+def test_int8_weights_are_checked_at_load(marian_fp32_int8, tmp_path):
+    from seqjit.models.weights_file import read_safetensors, write_safetensors
+
+    _, int8 = marian_fp32_int8
+    int8.save(tmp_path)
+    weights, _ = read_safetensors(tmp_path / "model.safetensors")
+    del weights["lm_head.weight.scale"]
+    weights["decoder.layers.0.fc1.weight"] = weights["decoder.layers.0.fc1.weight"].astype(np.float32)
+    write_safetensors(tmp_path / "model.safetensors", weights, {"format": "seqjit"})
+    with pytest.raises(ModelFormatError, match=r"lm_head\.weight\.scale.*|.*fc1\.weight has dtype float32, expected int8"):
+        seqjit.load(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["quantization"] = "int4"
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelFormatError, match="quantization"):
+        seqjit.load(tmp_path)
+
+
+def test_quantize_refuses_what_it_cannot_do(marian_fp32_int8):
+    fp32, int8 = marian_fp32_int8
+    with pytest.raises(ValueError, match="already quantized"):
+        seqjit.quantize(int8, "int8")
+    with pytest.raises(ValueError, match="scheme must be 'int8'"):
+        seqjit.quantize(fp32, "int4")
+    assert fp32.config.quantization == "none" and fp32.weights["decoder.layers.0.fc1.weight"].dtype == np.float32
+    with pytest.raises(seqjit.ConfigError, match="needs dtype float32"):
+        fp32.config.replace(dtype="float64", quantization="int8")
+
+
+def _random_model(arch, seed=0, **config):
+    cls = model_class(arch)
+    cfg = cls.config_class(**config)
+    rng = np.random.default_rng(seed)
+    weights = {n: (rng.standard_normal(s.shape) * 0.3).astype(np.float32) for n, s in cls.weight_spec(cfg).items()}
+    return cls(cfg, weights)
+
+
+def test_luong_general_attention_model_int8():
+    """Luong 'general' attention: Wa (encoder keys), the attentional concat layer, the output layer and
+    the LSTM bridges are int8; the recurrent matrices stay float32."""
+    fp32 = _random_model("attention_seq2seq", src_vocab_size=23, tgt_vocab_size=29, hidden_size=24, cell="lstm",
+                         bidirectional=True, bridge="linear", bridge_activation="tanh", attention="general")
+    int8 = seqjit.quantize(fp32, "int8")
+    int8_names = sorted(n for n, w in int8.weights.items() if w.dtype == np.int8)
+    assert int8_names == ["bridge.weight", "bridge_c.weight", "decoder.attention.Wa.weight", "decoder.concat.weight",
+                          "decoder.out.weight"]
+    rng = np.random.default_rng(1)
+    src, tgt = rng.integers(3, 23, (8, 9)), rng.integers(3, 29, (8, 7))
+    a, b = fp32.logits(src, tgt), int8.logits(src, tgt)
+    assert (a.argmax(-1) == b.argmax(-1)).mean() >= 0.9
+    assert np.abs(a - b).mean() < 0.05 * a.std()
+
+
+@pytest.mark.parametrize("name", ["gru", "attention", "transformer"])
+def test_bundled_g2p_models_int8_agree_with_float32(name):
+    from seqjit.g2p import G2P
+    from seqjit.g2p.data import load_split
+
+    g2p = G2P(name)
+    words = [w for w, _ in load_split("test")[:100]]
+    want = [p.phonemes for p in g2p.predict(words)]
+    g2p.model = seqjit.quantize(g2p.model, "int8")
+    got = [p.phonemes for p in g2p.predict(words)]
+    same = sum(a == b for a, b in zip(want, got)) / len(words)
+    assert same >= 0.95, f"{name}: int8 pronunciations equal float32 on {same:.0%} of 100 test words"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["gru", "attention", "transformer"])
+def test_bundled_g2p_models_int8_test_split_wer_per(name):
+    from seqjit.g2p import G2P
+    from seqjit.g2p.evaluate import evaluate
+
+    g2p = G2P(name)
+    fp32 = evaluate(g2p, "test").overall
+    g2p.model = seqjit.quantize(g2p.model, "int8")
+    int8 = evaluate(g2p, "test").overall
+    print(f"\n{name}: float32 WER {100 * fp32.wer:.2f}% PER {100 * fp32.per:.2f}%; "
+          f"int8 WER {100 * int8.wer:.2f}% PER {100 * int8.per:.2f}%")
+    assert abs(int8.wer - fp32.wer) <= 0.01 and abs(int8.per - fp32.per) <= 0.01
+
+
+def test_convert_quantize_flag_and_inspect(tmp_path, make_tiny_marian):
+    from seqjit.cli import main
+    from seqjit.commands.inspect import describe
+
+    make_tiny_marian().save_pretrained(tmp_path / "hf", safe_serialization=True)
+    assert main(["convert", str(tmp_path / "hf"), str(tmp_path / "q"), "--quantize", "int8"]) == 0
+    model = seqjit.load(tmp_path / "q")
+    info = describe(model)
+    assert info["quantization"] == "int8" and info["weights"]["dtypes"]["int8"]["parameters"] > 0
+    assert "linear_int8" in info["graphs"]["decoder_step"]
