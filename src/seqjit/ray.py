@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from pathlib import Path
 
 RAY_EXTRA = "pip install 'seqjit[ray]'"
@@ -39,6 +40,8 @@ RAY_EXTRA = "pip install 'seqjit[ray]'"
 DEFAULT_BATCH_ROWS = 2048
 #: test hook: a file holding a row index; see :func:`_crash_hook`
 CRASH_FILE_ENV = "SEQJIT_RAY_CRASH_FILE"
+#: how many times a batch is run again after its actor died
+DEFAULT_RETRIES = 3
 BLANK = ""  # the error of a blank text line: an empty output that is not a failure
 
 
@@ -182,15 +185,15 @@ class TranslatePredictor:
         values = column_values(batch, self.column)
         records = []
         for i, (value, error) in enumerate(zip(values, _given_errors(batch, len(values)))):
-            ids = None
             if not error:
                 try:
                     ids = self._source(value)
                 except ValueError as exc:
                     error = str(exc)
-            if not error and ids is None:
-                error = BLANK  # a blank text line: a blank output, not an error
-            records.append(Record(i, i + 1, ids, len(ids) if ids else 0, None if ids is not None else error))
+                else:  # None: a blank text line, a blank output that is not an error
+                    records.append(Record(i, i + 1, error=BLANK) if ids is None else Record(i, i + 1, ids, len(ids)))
+                    continue
+            records.append(Record(i, i + 1, error=error))
         n = len(records)
         out_ids, output, score = [[] for _ in range(n)], [""] * n, [math.nan] * n
         errors = [r.error or "" for r in records]
@@ -218,17 +221,19 @@ def resolve_max_length(max_length: int | None, max_positions: int | None) -> int
 
 # -- Ray Data wiring -------------------------------------------------------------------------------
 def map_g2p(dataset, model="attention", *, actors: int | None = None, threads: int = 1,
-            batch_size: int | None = DEFAULT_BATCH_ROWS, **options):
+            batch_size: int | None = DEFAULT_BATCH_ROWS, retries: int = DEFAULT_RETRIES, **options):
     """``dataset`` with :class:`G2PPredictor`'s columns added, by ``actors`` actors of ``threads``
-    CPUs each (default: as many as the cluster's CPUs hold); ``options``: the predictor's."""
-    return _map(dataset, G2PPredictor, dict(model=model, threads=threads, **options), actors, threads, batch_size)
+    CPUs each (default: as many as the cluster's CPUs hold); a batch whose actor dies is run again
+    on a restarted actor, up to ``retries`` times; ``options``: the predictor's."""
+    return _map(dataset, G2PPredictor, dict(model=model, threads=threads, **options), actors, threads, batch_size,
+                retries)
 
 
 def map_translate(dataset, model, *, actors: int | None = None, threads: int = 1,
-                  batch_size: int | None = DEFAULT_BATCH_ROWS, **options):
+                  batch_size: int | None = DEFAULT_BATCH_ROWS, retries: int = DEFAULT_RETRIES, **options):
     """``dataset`` with :class:`TranslatePredictor`'s columns added (see :func:`map_g2p`)."""
     return _map(dataset, TranslatePredictor, dict(model=str(model), threads=threads, **options), actors, threads,
-                batch_size)
+                batch_size, retries)
 
 
 def default_actors(threads: int) -> int:
@@ -237,14 +242,22 @@ def default_actors(threads: int) -> int:
     return max(1, int(ray.cluster_resources().get("CPU", 1)) // threads)
 
 
-def _map(dataset, cls, kwargs, actors, threads, batch_size):
+def _map(dataset, cls, kwargs, actors, threads, batch_size, retries):
     ray = import_ray()
     if actors is None:
         actors = default_actors(threads)
     _check_options(actors=actors, threads=threads)
-    # Ray Data's actor pools restart a dead actor and retry its batch without limit by default
-    return dataset.map_batches(cls, fn_constructor_kwargs=kwargs, compute=ray.data.ActorPoolStrategy(size=actors),
-                               num_cpus=threads, batch_size=batch_size, batch_format="pyarrow")
+    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+        raise ValueError(f"retries must be a non-negative integer, got {retries!r}")
+    # a dead actor is always restarted (max_restarts -1, Ray Data's default); its batch is retried a
+    # bounded number of times (Ray Data's default is without limit: a batch that kills every actor
+    # it runs on would then loop for ever instead of failing the job). Ray 2.60 has no named
+    # parameter for this and warns that the remote-args form will go in Ray 2.64.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`ray_remote_args` is deprecated")
+        return dataset.map_batches(cls, fn_constructor_kwargs=kwargs, compute=ray.data.ActorPoolStrategy(size=actors),
+                                   num_cpus=threads, batch_size=batch_size, batch_format="pyarrow", max_restarts=-1,
+                                   max_task_retries=retries)
 
 
 # -- batches of any form ---------------------------------------------------------------------------

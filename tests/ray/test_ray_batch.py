@@ -24,7 +24,7 @@ from seqjit.g2p.data import load_split
 from seqjit.g2p.predictor import MODELS_DIR
 from seqjit.ray import CRASH_FILE_ENV, G2PPredictor, TranslatePredictor, map_g2p, map_translate
 
-N_WORDS = 2600  # two pools of 2048 lines: two Ray blocks, both actors busy
+N_WORDS = 2100  # two pools of 2048 lines: two Ray blocks, both actors busy
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +52,7 @@ def words_file(tmp_path_factory):
     words = [w for w, _ in load_split("test")][:N_WORDS]
     lines = [w.encode() for w in words]
     bad = {5: b"", 17: b"caf\xc3\xa9", 300: b"na\xffve", 2047: "seq\u00dfjit".encode(), 2048: b"hello\tHH AH0 L OW1",
-           2300: b"   ", 2500: b"\tonly a tab"}
+           2080: b"   ", 2090: b"\tonly a tab"}
     for at, line in sorted(bad.items()):
         lines.insert(at, line)
     path = tmp_path_factory.mktemp("words") / "words.txt"
@@ -86,22 +86,33 @@ def test_g2p_equals_the_single_machine_command(cluster, words_file, single_machi
     expected = G2P("attention").predict(["aalborg", "hello"])
     assert lines[0] == f"aalborg\t{' '.join(expected[0].phonemes)}"
     assert lines[2048] == f"hello\t{' '.join(expected[1].phonemes)}"  # read up to the tab
-    for at in (5, 300, 2300, 2500):
+    for at in (5, 300, 2080, 2090):
         assert lines[at] == ""
     assert f"seqjit: {words_file}:6: empty line (no word)" in messages
     assert any(m.startswith(f"seqjit: {words_file}:301: not valid utf-8") for m in messages)
-    assert f"seqjit: {words_file}:2501: no word before the tab" in messages
+    assert f"seqjit: {words_file}:2091: no word before the tab" in messages
     assert any(m.startswith(f"seqjit: {words_file}:2048: 'seqßjit' has character(s) 'ß'") for m in messages)
     assert lines[17].startswith("café\t") and not any(":18:" in m for m in messages)  # é folded to e
 
 
 def test_a_killed_actor_loses_and_duplicates_no_line(cluster, words_file, single_machine, tmp_path, capsys):
-    cluster.write_text("2200")  # the worker whose batch holds row 2200 (the second block) exits at once
+    cluster.write_text("2070")  # the worker whose batch holds row 2070 (the second block) exits at once
     out = tmp_path / "out.txt"
     status, messages = _run(capsys, "g2p", "--model", "attention", "--input", words_file, "--output", out, "--ray",
                             "--actors", "2")
-    assert not cluster.exists() and cluster.with_name("crash-at.fired").exists()  # it did fire, once
+    fired = cluster.with_name("crash-at.fired")
+    assert not cluster.exists() and fired.exists()  # it did fire, once
+    fired.unlink()
     assert (status, out.read_text(encoding="utf-8").split("\n"), messages) == single_machine
+
+
+def test_without_retries_the_killed_actor_fails_the_job(cluster):
+    """The hook does kill the worker: with no retry the batch is lost and the job fails loudly."""
+    cluster.write_text("3")
+    words = ray.data.from_items([{"index": i, "word": w} for i, w in enumerate(["ab", "cd", "ef", "gh"])])
+    with pytest.raises(ray.exceptions.RayError):
+        map_g2p(words, "gru", actors=1, retries=0).take_all()
+    assert cluster.with_name("crash-at.fired").exists()
 
 
 def test_parquet_input(cluster, tmp_path, capsys):
