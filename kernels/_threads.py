@@ -1,6 +1,7 @@
 """One thread setting for every backend: Numba, the Cython kernels' OpenMP loops, and BLAS."""
 from __future__ import annotations
 
+import numbers
 import os
 
 _num_threads: int | None = None
@@ -25,8 +26,8 @@ def set_num_threads(n: int | None) -> int:
     """
     global _num_threads
     if n is not None:
-        if int(n) != n or n < 1:
-            raise ValueError(f"num_threads must be a positive integer, got {n!r}")
+        if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
+            raise ValueError(f"num_threads must be a positive integer (or None for the default), got {n!r}")
         n = int(n)
     _num_threads = n
     count = get_num_threads()

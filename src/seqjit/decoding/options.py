@@ -2,23 +2,37 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import numbers
+
+#: the longest output any model may be asked for: a larger ``max_length`` is refused before anything
+#: is allocated (decoding keeps per-token buffers of that length; an RNN has no position limit)
+MAX_LENGTH_LIMIT = 1 << 16
+
+#: what each option does (rendered, with its default, into the docstrings of ``generate``)
+OPTION_HELP = {
+    "max_length": "at most this many generated tokens, the end token included; at most the model's positions "
+                  f"(a Transformer's max_positions; the default is lowered to it) and {MAX_LENGTH_LIMIT}",
+    "min_length": "the end token is forbidden while fewer tokens than this have been generated",
+    "beam_size": "beam width; 1 decodes greedily (or samples)",
+    "num_hypotheses": "the n-best kept per source (<= beam_size)",
+    "length_penalty": "beam scores are sum(log p) / length ** length_penalty (as transformers); finite",
+    "repetition_penalty": "scores of tokens already in the hypothesis are divided by it (negative scores multiplied), "
+                          "as transformers' RepetitionPenaltyLogitsProcessor; finite, > 0",
+    "no_repeat_ngram_size": "an n-gram never occurs twice in a hypothesis (start token included); 0: off",
+    "sampling_topk": "1 is greedy (argmax); 0 samples from the whole distribution; k > 1 samples among the k best",
+    "sampling_topp": "nucleus sampling: sample among the most likely tokens whose probabilities sum to topp; in (0, 1]",
+    "sampling_temperature": "logits are divided by it before sampling; finite, > 0",
+    "seed": "seeds the sampler (numpy Generator) for reproducible sampling; None: fresh entropy",
+    "return_scores": "give each hypothesis its score (sum of token log-probabilities, length-penalised in beam search)",
+    "return_attention": "give each hypothesis its attention over the source, one row per generated token",
+}
 
 
 @dataclasses.dataclass(frozen=True)
 class DecodingOptions:
-    """What :func:`seqjit.decoding.generate` does; every field is checked by :meth:`validate`.
-
-    - ``max_length``: at most this many generated tokens (the end token included).
-    - ``min_length``: the end token is forbidden while fewer tokens than this have been generated.
-    - ``beam_size`` / ``num_hypotheses``: beam width and the n-best kept per source (<= beam_size).
-    - ``length_penalty``: beam scores are sum(log p) / length ** length_penalty (as ``transformers``).
-    - ``repetition_penalty``: scores of tokens already in the hypothesis are divided by it (or
-      multiplied, when negative), as ``transformers``' RepetitionPenaltyLogitsProcessor.
-    - ``no_repeat_ngram_size``: an n-gram never occurs twice in a hypothesis (start token included).
-    - ``sampling_topk``: 1 is greedy (argmax); 0 samples from the whole distribution; k > 1 samples
-      among the k best. ``sampling_topp`` (nucleus) and ``sampling_temperature`` apply when sampling.
-    - ``seed``: seeds the sampler (numpy Generator) for reproducible sampling.
-    """
+    """What :func:`seqjit.decoding.generate` does; every field is checked by :meth:`validate`
+    (see :data:`OPTION_HELP` and :func:`describe_options` for each option)."""
 
     max_length: int = 256
     min_length: int = 0
@@ -39,10 +53,17 @@ class DecodingOptions:
         return self.sampling_topk != 1
 
     def validate(self) -> "DecodingOptions":
+        """Check every field; a ValueError names the option and says what is wrong. Returns self."""
         def integer(name, low):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+
+        def finite(name):
+            value = getattr(self, name)
+            if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value!r}")
+            return value
 
         integer("max_length", 1)
         integer("min_length", 0)
@@ -50,6 +71,8 @@ class DecodingOptions:
         integer("num_hypotheses", 1)
         integer("no_repeat_ngram_size", 0)
         integer("sampling_topk", 0)
+        if self.max_length > MAX_LENGTH_LIMIT:
+            raise ValueError(f"max_length {self.max_length} is more than seqjit decodes ({MAX_LENGTH_LIMIT} tokens)")
         if self.min_length > self.max_length:
             raise ValueError(f"min_length ({self.min_length}) must not exceed max_length ({self.max_length})")
         if self.num_hypotheses > self.beam_size:
@@ -57,13 +80,24 @@ class DecodingOptions:
         if self.beam_size > 1 and self.sampling:
             raise ValueError("sampling_topk != 1 (sampling) cannot be combined with beam_size > 1")
         for name in ("repetition_penalty", "sampling_temperature"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{name} must be a positive number, got {value!r}")
-        if not isinstance(self.length_penalty, (int, float)):
-            raise ValueError(f"length_penalty must be a number, got {self.length_penalty!r}")
-        if not isinstance(self.sampling_topp, (int, float)) or not 0 < self.sampling_topp <= 1:
+            if not finite(name) > 0:
+                raise ValueError(f"{name} must be a positive number, got {getattr(self, name)!r}")
+        finite("length_penalty")
+        if not 0 < finite("sampling_topp") <= 1:
             raise ValueError(f"sampling_topp must be in (0, 1], got {self.sampling_topp!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
             raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
         return self
+
+
+def describe_options(indent: str = "    ") -> str:
+    """Every decoding option with its default and what it does, one per line (for docstrings)."""
+    lines = [f"{indent}{f.name}={f.default!r}: {OPTION_HELP[f.name]}" for f in dataclasses.fields(DecodingOptions)]
+    return "\n".join(lines)
+
+
+def document_options(func):
+    """Append the decoding options (:func:`describe_options`) to ``func``'s docstring."""
+    func.__doc__ = (func.__doc__ or "").rstrip() + "\n\n    Decoding options (keyword arguments, with defaults):\n\n" \
+        + describe_options("    - ") + "\n"
+    return func

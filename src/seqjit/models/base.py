@@ -308,8 +308,17 @@ class Seq2SeqModel:
 
     # -- decoding --------------------------------------------------------------------------------
     def generate(self, sources, **options):
-        """Decode ``sources`` (token-id sequences of any lengths); see :func:`seqjit.decoding.generate`
-        for the options (beam_size, sampling_topk, max_length, return_attention, callback, ...)."""
+        """Decode ``sources`` (token-id sequences of any lengths); returns one
+        :class:`~seqjit.decoding.GenerationResult` per source. Also ``lengths``, ``max_batch_size=64``
+        and ``callback``: :func:`seqjit.decoding.generate` describes every option.
+
+        Decoding options, with their defaults (:class:`~seqjit.decoding.DecodingOptions`):
+        max_length=256 (at most the model's positions: the default is lowered to them), min_length=0,
+        beam_size=1, num_hypotheses=1, length_penalty=1.0, repetition_penalty=1.0,
+        no_repeat_ngram_size=0, sampling_topk=1 (greedy; 0 samples from every token),
+        sampling_topp=1.0, sampling_temperature=1.0, seed=None, return_scores=False,
+        return_attention=False.
+        """
         from seqjit.decoding import generate
 
         return generate(self, sources, **options)
