@@ -9,6 +9,7 @@ import dataclasses
 
 import numpy as np
 
+from . import native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
 from .limits import check_max_length
@@ -101,17 +102,27 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         chunk = order[start:start + max_batch_size]
         width = max(1, int(lens[chunk].max()))
         state = model.start(ids[chunk, :width], lens[chunk], max_length=opts.max_length)
-        if opts.beam_size > 1:
-            batch_results = beam_search(model, state, opts, suppressed=_suppressed(model))
-        else:
-            batch_results = _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
-                                                 stream=callback is not None,
-                                                 need_scores=opts.return_scores or callback is not None))
+        try:
+            batch_results = _decode(model, state, opts, callback)
+        finally:
+            state.close()
         for i, res in zip(chunk, batch_results):
             if not opts.return_scores:
                 res.scores = None
             results[i] = res
     return results
+
+
+def _decode(model, state, opts, callback) -> list:
+    """Results for every row of a fresh ``state``: native greedy where it applies, else the loops."""
+    if opts.beam_size > 1:
+        return beam_search(model, state, opts, suppressed=_suppressed(model))
+    if native_greedy.eligible(model, opts, callback):
+        results = native_greedy.native_greedy(model, state, opts, _suppressed(model))
+        if results is not None:
+            return results
+    return _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
+                                stream=callback is not None, need_scores=opts.return_scores or callback is not None))
 
 
 def _drain(gen):
@@ -132,4 +143,7 @@ def generate_stream(model, source, **options):
     _check_vocab(model, ids, lens)
     opts = check_max_length(model, opts, explicit="max_length" in options, rows=1)
     state = model.start(ids, lens, max_length=opts.max_length)
-    yield from greedy_search(model, state, opts, suppressed=_suppressed(model))
+    try:
+        yield from greedy_search(model, state, opts, suppressed=_suppressed(model))
+    finally:
+        state.close()
