@@ -224,3 +224,40 @@ def test_native_greedy_runs_no_python_per_token(model_pairs, monkeypatch):
     monkeypatch.setattr(Plan, "run", lambda self, *a, **k: calls.append(self.graph.name) or real_run(self, *a, **k))
     assert [r.ids for r in native.generate(sources, max_length=12)] == want
     assert calls == ["encoder"]
+
+
+@pytest.mark.parametrize("mode", ["gru", "lstm"])
+@pytest.mark.parametrize("batch_first", [True, False])
+@pytest.mark.parametrize("layers,dirs", [(1, 1), (2, 2)])
+def test_rnn_sequences(mode, batch_first, layers, dirs):
+    b, t, i, h = 3, 6, 5, 8
+    g = 3 if mode == "gru" else 4
+    params = {}
+    for k in range(layers):
+        for d in range(dirs):
+            sfx = f"_l{k}" + ("_reverse" if d else "")
+            params["weight_ih" + sfx] = f32(g * h, i if k == 0 else dirs * h, scale=0.4)
+            params["weight_hh" + sfx] = f32(g * h, h, scale=0.4)
+            params["bias_ih" + sfx], params["bias_hh" + sfx] = f32(g * h), f32(g * h)
+    x = f32(b, t, i) if batch_first else f32(t, b, i)
+    lengths = np.array([6, 2, 0], np.int64)
+    keys = tuple(params)
+
+    def build(gb):
+        ws = [gb.constant(k, params[k]) for k in keys]
+        xi, li = gb.input("x", dtype="float"), gb.input("lengths", dtype="int")
+        states = (None,) if mode == "gru" else (None, None)
+        outs = gb.op(mode, xi, *states, li, *ws, keys=keys, batch_first=batch_first, outputs=2 if mode == "gru" else 3)
+        for name, o in zip(("out", "h_n", "c_n"), outs):
+            gb.output(o, name=name)
+
+    got = run_native(build, {"x": x, "lengths": lengths})
+    ref = kernels.get(mode, "reference")
+    if mode == "gru":
+        out, h_n = ref(x, params, lengths=lengths, batch_first=batch_first)
+        want = dict(out=out, h_n=h_n)
+    else:
+        out, (h_n, c_n) = ref(x, params, lengths=lengths, batch_first=batch_first)
+        want = dict(out=out, h_n=h_n, c_n=c_n)
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, **TOL, err_msg=name)

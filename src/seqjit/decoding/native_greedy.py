@@ -29,7 +29,7 @@ def eligible(model, options, callback) -> bool:
 def native_greedy(model, state, options, suppressed) -> list | None:
     """Decode every row of the fresh ``state``; None when the step plan has no native form."""
     from seqjit.graph import _native_vm
-    from seqjit.graph._native_vm import Program
+    from seqjit.graph.lowering import Unsupported
     from seqjit.kernels._threads import get_num_threads
 
     batch, steps = state.batch, options.max_length
@@ -43,19 +43,16 @@ def native_greedy(model, state, options, suppressed) -> list | None:
     stepv = arrays[native.inputs.index(STEP)]
     prev = arrays[native.inputs.index(PREV_TOKENS)]
     logits = native.output(LOGITS)
-    writeback = Program(0)
-    for key, arr in state.decoder.items():
-        new = native.output(NEXT + key)
-        if not np.shares_memory(new, arr):
-            n = new.size
-            writeback.add(5, [new.__array_interface__["data"][0], arr.__array_interface__["data"][0]],
-                          [4, 1, 1, 1, n, 0, 0, 0, 1, 0, 0, 0, 1, new.itemsize], keep=[new, arr])
-    writeback.finish([])
+    try:
+        copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
+    except Unsupported:
+        return None
+    copy_back.set_inputs(arrays)
     ids = np.zeros((batch, steps), np.int64)
     lengths = np.zeros(batch, np.int64)
     scores = np.zeros(batch if options.return_scores else 0, np.float64)
     banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
-    _native_vm.greedy(native.program, writeback, logits, prev, stepv, ids, lengths, scores, banned,
+    _native_vm.greedy(native.program, copy_back, logits, prev, stepv, ids, lengths, scores, banned,
                       int(model.eos_id), int(options.min_length), 0, get_num_threads())
     state.step = int(stepv)
     results = []

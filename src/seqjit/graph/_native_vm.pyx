@@ -27,6 +27,7 @@ include "layer_norm/_native.pxi"
 include "embedding/_native.pxi"
 include "attention/_native.pxi"
 include "rnn/_native_cells.pxi"
+include "rnn/_native_sequence.pxi"
 include "additive_attention/_native.pxi"
 
 cnp.import_array()
@@ -48,6 +49,7 @@ cdef enum:
     OP_ADDITIVE = 13
     OP_SELECT_FIRST = 14
     OP_PYCALL = 15
+    OP_RNN_SEQUENCE = 16
 
 # error codes of a run
 cdef enum:
@@ -313,6 +315,11 @@ cdef class Program:
                                           <float*>c.p[8], nt)
             elif c.op == OP_SELECT_FIRST:
                 memcpy(c.p[3], c.p[1] if (<int64_t*>c.p[0])[0] == 0 else c.p[2], c.i[0])
+            elif c.op == OP_RNN_SEQUENCE:
+                native_rnn_sequence(c.i[0] != 0, <float*>c.p[0], c.i[1], c.i[2], c.i[3], <int>c.i[4],
+                                    <float*>c.p[1], <float*>c.p[2], <int64_t*>c.p[3], <Py_ssize_t*>c.p[4],
+                                    <float*>c.p[5], c.i[5], <float*>c.p[6], <float*>c.p[7], <int>c.i[6], <int>c.i[7],
+                                    <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt)
             elif c.op == OP_PYCALL:
                 rc = self._callback(c.i[0])
                 if rc:

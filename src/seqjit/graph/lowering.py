@@ -18,7 +18,7 @@ import numpy as np
 from seqjit.kernels.activations import spec as act_spec
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
-          attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14)
+          attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16)
 #: a linear of at least this many multiply-adds may use the run's threads; smaller ones run on the
 #: calling thread (waking a thread costs more than they do)
 PARALLEL_MACS = 1 << 21
@@ -400,6 +400,50 @@ class Lowering:
         self.emit("lstm_cell", [x, h, c, w_ih, w_hh, b_ih, b_hh, ho, co, scratch], [bsz, i, hd, ldx, ldh, ldc],
                   threads=threads, keep=[scratch])
 
+    def op_gru(self, node, attrs):
+        self._sequence(node, attrs, lstm=False)
+
+    def op_lstm(self, node, attrs):
+        self._sequence(node, attrs, lstm=True)
+
+    def _sequence(self, node, attrs, lstm):
+        n_states = 2 if lstm else 1
+        x, states, lengths = node.inputs[0], node.inputs[1:1 + n_states], node.inputs[1 + n_states]
+        weights = dict(zip(attrs["keys"], node.inputs[2 + n_states:]))
+        xa = _contig(self.arrays[x])
+        out, h_n = self.arrays[node.outputs[0]], self.arrays[node.outputs[1]]
+        c_n = self.arrays[node.outputs[2]] if lstm else None
+        for a in (out, h_n, c_n):
+            if a is not None:
+                _contig(a)
+        for s_ in states:
+            if s_ is not None:
+                _contig(self.arrays[s_])
+        if lengths is not None:
+            _contig(self.arrays[lengths], _I64)
+        layers = 1 + max(int(k.rsplit("_l", 1)[1].split("_")[0]) for k in weights if k.startswith("weight_hh_l"))
+        dirs = 2 if any(k.endswith("_reverse") for k in weights) else 1
+        hidden = self.arrays[weights["weight_hh_l0"]].shape[1]
+        b, t = (xa.shape[0], xa.shape[1]) if attrs["batch_first"] else (xa.shape[1], xa.shape[0])
+        rb, rt = (t, 1) if attrs["batch_first"] else (1, b)
+        table = []
+        for k in range(layers):
+            for d in range(dirs):
+                sfx = f"_l{k}" + ("_reverse" if d else "")
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    w = weights.get(name + sfx)
+                    table.append(0 if w is None else _addr(_contig(self.arrays[w])))
+        wtab = np.array(table, np.int64)
+        g = 4 if lstm else 3
+        scratch = np.zeros(t * b * g * hidden + b * g * hidden + 2 * b * hidden + 2 * t * b * dirs * hidden + 16,
+                           np.float32)
+        macs = t * b * g * hidden * (xa.shape[2] + hidden)
+        h0 = states[0]
+        c0 = states[1] if lstm else None
+        self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch],
+                  [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs],
+                  threads=0 if macs >= 8 * PARALLEL_MACS else 1, keep=[wtab, scratch])
+
     def op_additive_attention(self, node, attrs):
         q, kp, k, w_q, v, lengths = (list(node.inputs) + [None])[:6]
         ctx, wts = node.outputs
@@ -440,6 +484,31 @@ class NativeReplay:
 
     def output(self, name: str) -> np.ndarray:
         return self.low.now(name)
+
+    def copy_back_program(self, pairs):
+        """A program copying output ``src`` into graph input ``dst`` for each (src, dst) pair whose
+        output lives in planned memory (the recurrent state after a step back into the state the
+        next step reads); inputs are patched like the plan's (``set_inputs`` with the same
+        arrays). Made once and kept."""
+        key = tuple(pairs)
+        cached = self.__dict__.setdefault("_copy_back", {})
+        if key in cached:
+            return cached[key]
+        from seqjit.graph._native_vm import Program
+
+        prog = Program(len(self.inputs))
+        for src, dst in pairs:
+            if src in self.low.origin:
+                continue  # updated in place (a KV cache): nothing to copy
+            arr, slot = self.low.arrays[src], self.inputs.index(dst)
+            if not arr.flags.c_contiguous or arr.dtype.itemsize not in (4, 8):
+                raise Unsupported("state copy")
+            n = arr.size
+            prog.add(OP["copy"], [_addr(arr), _addr(self.low.current[slot])],
+                     [4, 1, 1, 1, n, 0, 0, 0, 1, 0, 0, 0, 1, arr.itemsize], (), 1, [(1, slot, 0)], [arr])
+        prog.finish([_addr(a) for a in self.low.current])
+        cached[key] = prog
+        return prog
 
     def run(self, feeds: dict, *, copy: bool = True, nthreads: int = 1) -> dict:
         self.bind(feeds)
