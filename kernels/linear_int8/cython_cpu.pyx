@@ -62,25 +62,25 @@ cdef void _block(int isa, const int8_t* qx, const int32_t* xsum, const float* xs
                  long N, long c0, long c1) noexcept nogil:
     """Columns ``c0:c1`` of the output: int32 sums into ``acc`` (when not NULL), else dequantized,
     biased and activated into ``out``."""
-    cdef int32_t tile[16]
+    cdef int32_t tile[32]
     cdef long n0 = c0, m0, i, j, o
     cdef int mr, nr
     cdef float s
     cdef double y
     while n0 < c1:
-        nr = <int>min(4, c1 - n0)
+        nr = <int>min(8, c1 - n0)
         m0 = 0
         while m0 < M:
             mr = 4 if M - m0 >= 4 else 1
-            sjq_tile(isa, qx + m0 * K, K, mr, w + n0 * K, K, nr, K, xsum + m0, tile, 4)
+            sjq_tile(isa, qx + m0 * K, K, mr, w + n0 * K, K, nr, K, xsum + m0, tile, 8)
             for i in range(mr):
                 o = (m0 + i) * N + n0
                 for j in range(nr):
                     if acc != NULL:
-                        acc[o + j] = tile[i * 4 + j]
+                        acc[o + j] = tile[i * 8 + j]
                     else:
                         s = xs[m0 + i] * ws[n0 + j]
-                        y = <double>(<float>tile[i * 4 + j]) * <double>s
+                        y = <double>(<float>tile[i * 8 + j]) * <double>s
                         if bias != NULL:
                             y = y + <double>bias[n0 + j]
                         out[o + j] = <float>y

@@ -21,11 +21,12 @@ import math
 import numpy as np
 
 from seqjit.kernels import _checks
-from seqjit.kernels.activations.spec import activation_code
+from seqjit.kernels.activations.spec import ACTIVATIONS, activation_code
 
 K_MAX = 65536
 _F32 = (np.dtype(np.float32),)
 _I8 = (np.dtype(np.int8),)
+_NDARRAY = np.ndarray
 
 
 def _check_k(name: str, k: int) -> None:
@@ -66,11 +67,44 @@ def prepare_matmul(qx, qw, *, device: bool = False):
     return qx, qw, shape if device else np.empty(shape, np.int32)
 
 
+def _prepare_linear_fast(x, weight, scale, bias, activation, out):
+    """:func:`prepare_linear` for the common case, in a few attribute reads: host C-contiguous arrays
+    of the right dtypes and shapes (as the graph executor passes them on every call). None for
+    anything else, which :func:`prepare_linear` then checks in full (and names what is wrong)."""
+    if (type(x) is not _NDARRAY or type(weight) is not _NDARRAY or type(scale) is not _NDARRAY
+            or (activation is not None and type(activation) is not str) or activation not in ACTIVATIONS):
+        return None
+    if x.dtype != _F32[0] or weight.dtype != _I8[0] or scale.dtype != _F32[0] or x.ndim == 0 or weight.ndim != 2:
+        return None
+    if not (x.flags.c_contiguous and weight.flags.c_contiguous and scale.flags.c_contiguous):
+        return None
+    xshape = x.shape
+    k = xshape[-1]
+    n, kw = weight.shape
+    if kw != k or k > K_MAX or scale.shape != (n,):
+        return None
+    if bias is not None and (type(bias) is not _NDARRAY or bias.dtype != _F32[0] or bias.shape != (n,)
+                             or not bias.flags.c_contiguous):
+        return None
+    shape = xshape[:-1] + (n,)
+    if out is None:
+        out = np.empty(shape, np.float32)
+    elif (type(out) is not _NDARRAY or out.dtype != _F32[0] or out.shape != shape or not out.flags.c_contiguous
+          or not out.flags.writeable):
+        return None
+    m = x.size // k if k else math.prod(xshape[:-1])
+    return x.reshape(m, k), weight, scale, bias, ACTIVATIONS[activation], out.reshape(m, n), out
+
+
 def prepare_linear(x, weight, scale, bias, activation, out, *, device: bool = False):
     """Check the arguments of ``linear_int8``; return ``(x2d, weight, scale, bias, code, out2d, result)``.
 
     With ``device=True`` (cuda backend) ``out2d`` is None and ``result`` is the output shape.
     """
+    if not device:
+        fast = _prepare_linear_fast(x, weight, scale, bias, activation, out)
+        if fast is not None:
+            return fast
     code = activation_code(activation)
     x = _array("x", x, _F32)
     xshape = tuple(x.shape)

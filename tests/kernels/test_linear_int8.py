@@ -225,3 +225,13 @@ def test_arguments_are_checked():
         f(x, qw, ws, activation="softplus")
     with pytest.raises(ValueError, match="at most K"):
         kernels.get("matmul_int8")(np.zeros((1, spec.K_MAX + 1), np.int8), np.zeros((1, spec.K_MAX + 1), np.int8))
+
+
+def test_strided_arguments_take_the_full_check(backend, on_simulator):
+    """Arguments the quick check passes on to the full one: strided x, weight and bias (copied)."""
+    f = kernels.get("linear_int8", backend=backend)
+    x, w, b = _data(4, 20, 6, seed=6)
+    qw, ws = ref.quantize_int8(w)
+    want = ref.linear_int8(np.ascontiguousarray(x[:, ::2]), np.ascontiguousarray(qw[:, ::2]), ws, b[::-1].copy())
+    got = _host(f(x[:, ::2], qw[:, ::2], ws, b[::-1].copy() if backend == "cuda" else b[::-1]))
+    np.testing.assert_array_equal(got, want)
