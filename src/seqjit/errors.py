@@ -29,3 +29,20 @@ class ModelConfigError(ModelFormatError, ConfigError):
 class ChecksumWarning(UserWarning):
     """A weights file carries no per-tensor checksums, so a corrupted data region cannot be detected.
     seqjit's own ``save`` always writes them; re-save the model with seqjit to add them."""
+
+
+from seqjit.kernels import KernelUnavailable as _KernelUnavailable  # noqa: E402 - kernels imports nothing of seqjit
+
+
+class CudaUnavailable(_KernelUnavailable):
+    """The GPU was asked for (the ``cuda`` kernel backend, or a model on ``device="cuda"``) but cannot
+    be used here. The message names what is missing: the numba-cuda package, the NVIDIA driver, a
+    visible GPU, or the CUDA toolkit's NVVM; and how to run on numba's CUDA simulator instead
+    (``NUMBA_ENABLE_CUDASIM=1`` set before numba.cuda is first imported). A
+    :class:`seqjit.kernels.KernelUnavailable` (a RuntimeError), so code that falls back from any
+    unavailable backend catches it too."""
+
+
+class DeviceOutOfMemory(MemoryError):
+    """A device array could not be allocated: the GPU's memory is full. The message names the array
+    (its shape, dtype and size) and what to try (a smaller batch or beam, fewer models on the GPU)."""
