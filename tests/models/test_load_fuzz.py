@@ -74,9 +74,9 @@ def _join(header: dict, data: bytes) -> bytes:
     return struct.pack("<Q", len(text)) + text + data
 
 
-def _check_load(directory: Path, base: dict, written_config: dict | None = None) -> str:
-    """Load ``directory`` in a thread; assert the outcome is a typed error or a correct model.
-    Returns "error" or "loaded"."""
+def _run_bounded(load) -> dict:
+    """Run ``load()`` in a thread: no hang, within the time and memory bounds, and any exception a
+    typed seqjit error. Returns {"model" or "exc", "unchecked": a ChecksumWarning was issued}."""
     box: dict = {}
 
     def run():
@@ -84,7 +84,7 @@ def _check_load(directory: Path, base: dict, written_config: dict | None = None)
             warnings.simplefilter("always")
             tracemalloc.start()
             try:
-                box["model"] = seqjit.load(directory)
+                box["model"] = load()
             except BaseException as exc:  # noqa: BLE001 - judged below
                 box["exc"] = exc
             finally:
@@ -96,14 +96,22 @@ def _check_load(directory: Path, base: dict, written_config: dict | None = None)
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     thread.join(TIME_LIMIT_S * 4)
-    assert not thread.is_alive(), f"load of {directory} hangs"
-    assert time.perf_counter() - start < TIME_LIMIT_S, f"load took {time.perf_counter() - start:.1f} s"
-    assert box["peak"] < MEMORY_LIMIT, f"load traced {box['peak']} bytes"
+    assert not thread.is_alive(), "the load hangs"
+    assert time.perf_counter() - start < TIME_LIMIT_S, f"the load took {time.perf_counter() - start:.1f} s"
+    assert box["peak"] < MEMORY_LIMIT, f"the load traced {box['peak']} bytes"
     exc = box.get("exc")
     if exc is not None:
         if not isinstance(exc, (ModelFormatError, ConfigError)):
             raise AssertionError(f"raw {type(exc).__name__} instead of a typed seqjit error") from exc
         assert str(exc), "empty error message"
+    return box
+
+
+def _check_load(directory: Path, base: dict, written_config: dict | None = None) -> str:
+    """``seqjit.load(directory)`` gives a typed error or the saved weights with the written config
+    (and a model that decodes). Returns "error" or "loaded"."""
+    box = _run_bounded(lambda: seqjit.load(directory))
+    if "exc" in box:
         return "error"
     model = box["model"]
     assert set(model.weights) == set(base["weights"])
@@ -342,5 +350,69 @@ def test_path_tricks(trick):
         _trick(root / "model", root / "outside", trick)
         outcome = _check_load(root / "model", base)
         assert outcome == ("loaded" if trick == "weights_link_inside" else "error")
+    finally:
+        shutil.rmtree(root)
+
+
+# -- the Hugging Face importer ----------------------------------------------------------------------
+HF_CONFIG = dict(model_type="marian", vocab_size=11, d_model=8, encoder_layers=1, decoder_layers=1,
+                 encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=8, decoder_ffn_dim=8,
+                 max_position_embeddings=16, pad_token_id=10, eos_token_id=0, decoder_start_token_id=10,
+                 activation_function="swish", scale_embedding=True)
+
+
+def _hf_weights() -> dict:
+    from seqjit.convert.hf_marian import marian_config
+
+    spec = TransformerModel.weight_spec(TransformerConfig.from_dict(marian_config(HF_CONFIG, "hf")))
+    rng = np.random.default_rng(2)
+    return {k: rng.standard_normal(s.shape).astype(s.dtype) for k, s in spec.items()}
+
+
+HF_WEIGHTS = _hf_weights()
+SHARD_NAMES = st.one_of(st.sampled_from(["../outside.safetensors", "/etc/hostname", "sub/../../outside.safetensors",
+                                         "", ".", "sub", "missing.safetensors", "part-1.safetensors"]),
+                        st.integers(), st.none(), st.lists(st.text(max_size=3), max_size=2), st.text(max_size=12))
+
+
+@FUZZ
+@given(data=st.data())
+def test_hf_config_and_shard_index_mutations(data):
+    from seqjit.models.io import write_safetensors
+
+    config = dict(HF_CONFIG)
+    numeric = sorted(k for k, v in config.items() if type(v) is int)
+    for _ in range(data.draw(st.integers(0, 2))):
+        key = data.draw(st.sampled_from(numeric) | st.sampled_from(sorted(config) + ["share_encoder_decoder_embeddings",
+                                                                                      "normalize_before"]))
+        config[key] = data.draw(EDGE_VALUES | EDGE_VALUES | ARBITRARY_JSON)
+    root = _directory()
+    try:
+        d = root / "hf"
+        d.mkdir()
+        (d / "config.json").write_text(json.dumps(config))
+        tensors = {("model." + k if k != "final_logits_bias" else k): v for k, v in HF_WEIGHTS.items()}
+        names = sorted(tensors)
+        write_safetensors(root / "outside.safetensors", tensors)
+        if data.draw(st.booleans()):
+            write_safetensors(d / "model.safetensors", tensors)
+        else:  # sharded, with an index that may point anywhere
+            half = len(names) // 2
+            write_safetensors(d / "part-1.safetensors", {k: tensors[k] for k in names[:half]})
+            write_safetensors(d / "part-2.safetensors", {k: tensors[k] for k in names[half:]})
+            weight_map = {k: "part-1.safetensors" if i < half else "part-2.safetensors" for i, k in enumerate(names)}
+            for _ in range(data.draw(st.integers(0, 2))):
+                weight_map[data.draw(st.sampled_from(names))] = data.draw(SHARD_NAMES)
+            index = data.draw(st.sampled_from(["ok", "list", "number"]))
+            body = {"ok": {"weight_map": weight_map}, "list": [weight_map], "number": {"weight_map": 5}}[index]
+            (d / "model.safetensors.index.json").write_text(json.dumps(body))
+        box = _run_bounded(lambda: seqjit.from_hf(d))
+        if "model" in box:
+            model = box["model"]
+            assert set(model.weights) == set(HF_WEIGHTS)
+            for name, want in HF_WEIGHTS.items():
+                np.testing.assert_array_equal(model.weights[name], want, err_msg=name)
+            _check_documented_limits(model.config.to_dict())
+            _check_decodes(model)
     finally:
         shutil.rmtree(root)
