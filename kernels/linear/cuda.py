@@ -1,11 +1,26 @@
-"""numba.cuda linear: a shared-memory tiled GEMM with the bias + activation fused into its epilogue.
+"""numba.cuda linear: a tiled GEMM, and a GEMV path for the few rows of a decode step; the bias +
+activation fused into the epilogue of both.
 
-Each thread block computes a ``TILE_M x TILE_N`` (64 x 64) tile of ``out``, stepping through K in
+**Tiled GEMM** (more than ``GEMV_MAX_ROWS`` rows). Each thread block computes a ``TILE_M x TILE_N`` (64 x 64) tile of ``out``, stepping through K in
 ``TILE_K`` (16) slices staged in shared memory; each of its 16 x 16 threads accumulates a 4 x 4
 register tile (rows ``ty + 16 i``, columns ``tx + 16 j``: conflict-free shared reads and coalesced
 writes). Loads are coalesced for both weight layouts. The epilogue adds the bias and applies the
 activation (the device function of :mod:`seqjit.kernels.activations`) before the only write of
-``out``. Host arrays in -> host array out; a device array in -> device array out.
+``out``.
+
+**GEMV / skinny GEMM** (``M <= GEMV_MAX_ROWS`` = 16 rows: a decode step of batch 1-16, where a
+64-row tile would leave most of its threads idle). The work is split along N and K, every weight
+element is read once, by one thread, for all M rows (kept in a register array):
+
+- ``out_in`` weight ``[N, K]``: one group of ``_LANES`` (32) threads per output column, the lanes
+  striding along K (coalesced reads of the weight's row); ``_COLS`` (4) columns per block.
+- ``in_out`` weight ``[K, N]``: ``_LANES`` consecutive columns per block, one thread each (coalesced
+  reads of the weight's rows), and ``_KSLICES`` (8) groups of threads splitting K.
+
+The partial sums of each (row, column) are added in shared memory (in a fixed order: the result does
+not depend on timing) and the epilogue writes ``out`` once. Chosen automatically by ``M``.
+
+Host arrays in -> host array out; a device array in -> device array out.
 """
 from __future__ import annotations
 
@@ -23,6 +38,11 @@ TILE_K = 16
 _T = 16  # threads per block side: 16 x 16 threads, 4 x 4 outputs each
 _R = TILE_M // _T
 _DUMMY = np.zeros(1, np.float32)
+
+GEMV_MAX_ROWS = 16  # rows (M) up to which the GEMV kernels run instead of the tiled GEMM
+_LANES = 32  # threads along K (out_in) or along N (in_out)
+_COLS = 4  # out_in: output columns per block
+_KSLICES = 8  # in_out: slices of K per block
 
 
 @cuda.jit(cache=False)
@@ -87,6 +107,65 @@ def _gemm_bias_act(x, w, bias, has_bias, out_in, code, out):
 
 
 @cuda.jit(cache=False)
+def _gemv_out_in(x, w, bias, has_bias, code, out):
+    """``M <= GEMV_MAX_ROWS``, weight ``[N, K]``: block (lanes along K) x (``_COLS`` columns)."""
+    m, k = x.shape
+    n = out.shape[1]
+    lane = cuda.threadIdx.x
+    g = cuda.threadIdx.y
+    col = cuda.blockIdx.x * _COLS + g
+    part = cuda.shared.array((_COLS, GEMV_MAX_ROWS, _LANES), float32)
+    acc = cuda.local.array(GEMV_MAX_ROWS, float32)
+    for r in range(m):
+        acc[r] = float32(0.0)
+    if col < n:
+        for kk in range(lane, k, _LANES):
+            wv = w[col, kk]
+            for r in range(m):
+                acc[r] += x[r, kk] * wv
+    for r in range(m):
+        part[g, r, lane] = acc[r]
+    cuda.syncthreads()
+    if col < n and lane < m:  # lane r adds up row r of this column
+        v = float32(0.0)
+        for l in range(_LANES):
+            v += part[g, lane, l]
+        if has_bias:
+            v += bias[col]
+        out[lane, col] = activate(v, code)
+
+
+@cuda.jit(cache=False)
+def _gemv_in_out(x, w, bias, has_bias, code, out):
+    """``M <= GEMV_MAX_ROWS``, weight ``[K, N]``: block (``_LANES`` columns) x (``_KSLICES`` slices of K)."""
+    m, k = x.shape
+    n = out.shape[1]
+    tx = cuda.threadIdx.x
+    ks = cuda.threadIdx.y
+    col = cuda.blockIdx.x * _LANES + tx
+    part = cuda.shared.array((_KSLICES, GEMV_MAX_ROWS, _LANES), float32)
+    acc = cuda.local.array(GEMV_MAX_ROWS, float32)
+    for r in range(m):
+        acc[r] = float32(0.0)
+    if col < n:
+        for kk in range(ks, k, _KSLICES):
+            wv = w[kk, col]
+            for r in range(m):
+                acc[r] += x[r, kk] * wv
+    for r in range(m):
+        part[ks, r, tx] = acc[r]
+    cuda.syncthreads()
+    if col < n:
+        for r in range(ks, m, _KSLICES):  # slice ks finishes rows ks, ks + _KSLICES
+            v = float32(0.0)
+            for j in range(_KSLICES):
+                v += part[j, r, tx]
+            if has_bias:
+                v += bias[col]
+            out[r, col] = activate(v, code)
+
+
+@cuda.jit(cache=False)
 def _fill_bias_act(bias, has_bias, code, out):
     """K == 0: ``out = activation(bias)`` (or activation(0))."""
     i = cuda.grid(1)
@@ -108,6 +187,14 @@ def linear(x, weight, bias=None, *, activation=None, weight_layout="out_in", out
         db = _cuda.to_device(b if b is not None else _DUMMY)
         if k == 0:
             _fill_bias_act[_cuda.grid_1d(m * n)](db, b is not None, code, o2)
+        elif m <= GEMV_MAX_ROWS and out_in:
+            _gemv_out_in[(n + _COLS - 1) // _COLS, (_LANES, _COLS)](
+                _cuda.to_device(x2), _cuda.to_device(w), db, b is not None, code, o2
+            )
+        elif m <= GEMV_MAX_ROWS:
+            _gemv_in_out[(n + _LANES - 1) // _LANES, (_LANES, _KSLICES)](
+                _cuda.to_device(x2), _cuda.to_device(w), db, b is not None, code, o2
+            )
         else:
             grid = ((n + TILE_N - 1) // TILE_N, (m + TILE_M - 1) // TILE_M)
             _gemm_bias_act[grid, (_T, _T)](

@@ -166,6 +166,51 @@ def test_cuda_device_arrays_stay_on_device():
     np.testing.assert_allclose(y.copy_to_host(), ref.linear(x, w, b, activation="silu"), rtol=2e-5, atol=_atol(x, w, np.float32))
 
 
+# The cuda GEMV path (M <= 16 rows, a decode step): 32 lanes along K ("out_in", 4 columns a block) or
+# along N ("in_out", 8 slices of K); shapes on both sides of those sizes and of M = 16 / 17.
+GEMV_SHAPES = [(1, 1, 1), (1, 31, 5), (2, 33, 4), (16, 70, 33), (5, 8, 40), (16, 65, 3)]
+
+
+@pytest.mark.parametrize("layout", ["out_in", "in_out"])
+def test_cuda_gemv_path_for_few_rows(layout, monkeypatch):
+    if "cuda" not in kernels.backends("linear"):
+        pytest.skip("no GPU and no CUDA simulator")
+    from seqjit.kernels.linear import cuda as linear_cuda
+
+    class NoGemm:  # the tiled GEMM must not run for M <= GEMV_MAX_ROWS
+        def __getitem__(self, launch):
+            raise AssertionError("tiled GEMM launched")
+
+    monkeypatch.setattr(linear_cuda, "_gemm_bias_act", NoGemm())
+    assert linear_cuda.GEMV_MAX_ROWS == 16
+    for i, (m, k, n) in enumerate(GEMV_SHAPES):
+        x, w, b = _data(m, k, n, np.float32, seed=20 + i)
+        bias = b if i % 2 == 0 else None
+        activation = ACTIVATIONS[i % len(ACTIVATIONS)]
+        wl = _weight(w, layout)
+        want = ref.linear(x, wl, bias, activation=activation, weight_layout=layout)
+        out = np.full((m, n), np.nan, np.float32)  # every element must be written
+        assert linear_cuda.linear(x, wl, bias, activation=activation, weight_layout=layout, out=out) is out
+        np.testing.assert_allclose(out, want, rtol=2e-5, atol=_atol(x, w, np.float32), err_msg=f"{(m, k, n)}")
+    x, w, b = _data(17, 3, 2, np.float32)
+    with pytest.raises(AssertionError, match="tiled GEMM launched"):  # 17 rows: the tiled GEMM
+        linear_cuda.linear(x, _weight(w, layout), weight_layout=layout)
+
+
+def test_cuda_gemv_device_arrays_one_row():
+    """A decode step's shape: one row in, device arrays in and out."""
+    if "cuda" not in kernels.backends("linear"):
+        pytest.skip("no GPU and no CUDA simulator")
+    from seqjit.kernels._cuda import device_empty, to_device
+
+    x, w, b = _data(1, 40, 9, np.float32, seed=3)
+    dout = device_empty((1, 9), np.float32)
+    f = kernels.get("linear", backend="cuda")
+    assert f(to_device(x), to_device(w), to_device(b), activation="relu", out=dout) is dout
+    np.testing.assert_allclose(dout.copy_to_host(), ref.linear(x, w, b, activation="relu"), rtol=2e-5,
+                               atol=_atol(x, w, np.float32))
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     m=st.integers(0, 40),
