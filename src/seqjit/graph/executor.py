@@ -35,7 +35,10 @@ from seqjit.graph.memory import plan_buffers
 from seqjit.graph.ops import BindContext, TensorSpec, get_op
 
 _END = 1 << 60
-_MAX_PLANS = 16
+#: signatures whose plans an executor keeps (least recently used dropped first), and the planned
+#: bytes they may hold together: a G2P file run meets a few dozen (batch, length) shapes
+_MAX_PLANS = 64
+_MAX_PLAN_BYTES = 256 << 20
 #: idle plans kept per signature (more concurrent callers than this make and drop extra plans)
 _MAX_IDLE = 8
 #: "native" or "python": how plans replay unless an executor says otherwise (``SEQJIT_REPLAY``)
@@ -182,7 +185,7 @@ class Plan:
         self._env, self._slot = env, slot
         self._input_slots = [(n, slot[n]) for n in self.graph.inputs]
         self.backends: list = []
-        steps, fns = [], []
+        fns = []
         for node, full, node_modes in zip(nodes, attrs, modes):
             outs = [self.memory.views.get(o) if m == "out" else None for o, m in zip(node.outputs, node_modes)]
             ctx = _RecordingContext(full, [None if i is None else self.specs[i] for i in node.inputs],
@@ -190,13 +193,21 @@ class Plan:
             fn = get_op(node.op).make(ctx)
             fns.append(fn)
             self.backends.append(ctx.resolved if get_op(node.op).kernel else "numpy")
-            steps.append(_step(env, fn, [slot[i] for i in node.inputs], [slot[o] for o in node.outputs]))
-        self.nodes, self._steps, self.fns = nodes, steps, fns
+        self.nodes, self.fns, self._step_list = nodes, fns, None
         self._outputs = [(o, slot[o], self._kind[self._root[o]] in ("buf", "const")) for o in self.graph.outputs]
         # slots holding feeds, views of feeds or fresh arrays: cleared after a run so the plan does
         # not keep the caller's arrays alive
         self._dynamic = [slot[v] for v in list(self.graph.inputs) + [o for n in nodes for o in n.outputs]
                          if self._kind[self._root[v]] in ("input", "fresh")]
+
+    @property
+    def _steps(self) -> list:
+        """The Python replay's closures, one per node (made on the first Python run)."""
+        if self._step_list is None:
+            slot, env = self._slot, self._env
+            self._step_list = [_step(env, fn, [slot[i] for i in node.inputs], [slot[o] for o in node.outputs])
+                               for node, fn in zip(self.nodes, self.fns)]
+        return self._step_list
 
     @staticmethod
     def _backend_for(node, backend):
@@ -337,8 +348,6 @@ class Executor:
             idle = self._plans.get(sig)
             if idle is None:
                 idle = self._plans[sig] = []
-                if len(self._plans) > _MAX_PLANS:
-                    self._plans.popitem(last=False)
             else:
                 self._plans.move_to_end(sig)
             plan = idle.pop() if idle else None
@@ -354,6 +363,10 @@ class Executor:
             if idle is not None and len(idle) < _MAX_IDLE and plan not in idle:
                 idle.append(plan)
             self._last = plan
+            total = sum(p.memory.planned_bytes for ps in self._plans.values() for p in ps)
+            while len(self._plans) > 1 and (len(self._plans) > _MAX_PLANS or total > _MAX_PLAN_BYTES):
+                _, dropped = self._plans.popitem(last=False)
+                total -= sum(p.memory.planned_bytes for p in dropped)
 
     def plan_for(self, feeds: dict) -> Plan:
         """A plan for ``feeds`` (for inspection: ``describe()``, ``memory``); not leased."""

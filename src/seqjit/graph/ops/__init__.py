@@ -19,6 +19,7 @@ Kernel ops bind to ``seqjit.kernels.get(kernel, backend)``; kernels only compute
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Callable, NamedTuple
 
 import numpy as np
@@ -28,6 +29,12 @@ from seqjit.errors import GraphError, ShapeError
 REQUIRED = object()
 
 
+@lru_cache(maxsize=4096)
+def _spec_repr(shape, dtype) -> str:
+    # shape inference formats specs into its messages eagerly: cache the text
+    return f"{np.dtype(dtype).name}{list(shape)}"
+
+
 class TensorSpec(NamedTuple):
     """Static shape (tuple of ints) and dtype of one value."""
 
@@ -35,7 +42,7 @@ class TensorSpec(NamedTuple):
     dtype: np.dtype
 
     def __repr__(self) -> str:
-        return f"{np.dtype(self.dtype).name}{list(self.shape)}"
+        return _spec_repr(self.shape, self.dtype)
 
 
 @dataclass
@@ -133,7 +140,7 @@ def need_float(spec, what: str, where: str) -> None:
 
 def need_dtype_match(specs, names, where: str) -> None:
     dts = [(n, s.dtype) for n, s in zip(names, specs) if s is not None]
-    if len({np.dtype(d) for _, d in dts}) > 1:
+    if dts and any(d != dts[0][1] for _, d in dts) and len({np.dtype(d) for _, d in dts}) > 1:
         listing = ", ".join(f"{n}: {np.dtype(d).name}" for n, d in dts)
         raise ShapeError(f"{where}: operands must share one dtype, got {listing}")
 
