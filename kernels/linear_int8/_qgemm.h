@@ -290,6 +290,39 @@ static void sjq_tile(int isa, const int8_t *x, long ldx, int mr, const int8_t *w
     sjq_tile_portable(x, ldx, mr, w, ldw, nr, K, xsum, c, ldc);
 }
 
+/* Columns c0:c1 of the product of M quantized rows qx (row stride ldq, scales xs, sums xsum) and the
+   weight rows w[c0:c1] (int8 [N, K], scales ws), 8 weight rows at a time against every x row (4 rows
+   per tile): the exact int32 sums into acc (row stride lda) when acc is not NULL; otherwise
+   out[m, n] = float32(float64(float32(sum)) * float64(float32(xs[m] * ws[n])) + bias[n]) (row stride
+   ldo; bias may be NULL), the reference's arithmetic (the product of two float32 values is exact in
+   float64, so contracting it into a fused multiply-add changes nothing). */
+static void sjq_columns(int isa, const int8_t *qx, long ldq, const int32_t *xsum, const float *xs, long M, long K,
+                        const int8_t *w, const float *ws, const float *bias, float *out, long ldo, int32_t *acc,
+                        long lda, long c0, long c1) {
+    int32_t tile[32];
+    for (long n0 = c0; n0 < c1; n0 += 8) {
+        int nr = c1 - n0 < 8 ? (int)(c1 - n0) : 8;
+        for (long m0 = 0; m0 < M;) {
+            int mr = M - m0 >= 4 ? 4 : 1;
+            sjq_tile(isa, qx + m0 * ldq, ldq, mr, w + n0 * K, K, nr, K, xsum + m0, tile, 8);
+            for (int i = 0; i < mr; i++) {
+                if (acc != NULL) {
+                    for (int j = 0; j < nr; j++) acc[(m0 + i) * lda + n0 + j] = tile[i * 8 + j];
+                    continue;
+                }
+                float *o = out + (m0 + i) * ldo + n0;
+                for (int j = 0; j < nr; j++) {
+                    float s = xs[m0 + i] * ws[n0 + j];
+                    double y = (double)(float)tile[i * 8 + j] * (double)s;
+                    if (bias != NULL) y += (double)bias[n0 + j];
+                    o[j] = (float)y;
+                }
+            }
+            m0 += mr;
+        }
+    }
+}
+
 /* whether `isa` can run here (a request for a path this CPU lacks falls back to a lower one) */
 static int sjq_clamp_isa(int isa) {
     int best = sjq_detect();

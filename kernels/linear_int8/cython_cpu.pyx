@@ -4,7 +4,7 @@ dequantize + bias + activation epilogue, in C (``_qgemm.h``) with three instruct
 picked at import from the CPU's features: AVX512-VNNI (``vpdpbusd``), AVX2 (``vpmaddubsw`` /
 ``vpmaddwd`` with the sign trick) and portable C. Every path gives the reference's exact int32 sums.
 
-The output is computed in column blocks of :data:`BLOCK_COLS` weight rows: within a block, 4 weight
+The output is computed in column blocks of :data:`BLOCK_COLS` weight rows: within a block, 8 weight
 rows at a time (they stay in L1) against every row of x, 4 x rows per tile, then the epilogue over the
 block. Products of more than :data:`PARALLEL_MACS` multiply-adds split the blocks over OpenMP threads
 (``seqjit.set_num_threads``); smaller ones run on the calling thread (a batch-1 decode step's
@@ -29,8 +29,9 @@ cdef extern from "_qgemm.h" nogil:
     int sjq_detect()
     int sjq_clamp_isa(int isa)
     float sjq_quantize_row(int isa, const float *x, long K, int8_t *q, int32_t *qsum)
-    void sjq_tile(int isa, const int8_t *x, long ldx, int mr, const int8_t *w, long ldw, int nr, long K,
-                  const int32_t *xsum, int32_t *c, long ldc)
+    void sjq_columns(int isa, const int8_t *qx, long ldq, const int32_t *xsum, const float *xs, long M, long K,
+                     const int8_t *w, const float *ws, const float *bias, float *out, long ldo, int32_t *acc,
+                     long lda, long c0, long c1)
 
 #: weight rows per block (one OpenMP task)
 BLOCK_COLS = 64
@@ -62,30 +63,8 @@ cdef void _block(int isa, const int8_t* qx, const int32_t* xsum, const float* xs
                  long N, long c0, long c1) noexcept nogil:
     """Columns ``c0:c1`` of the output: int32 sums into ``acc`` (when not NULL), else dequantized,
     biased and activated into ``out``."""
-    cdef int32_t tile[32]
-    cdef long n0 = c0, m0, i, j, o
-    cdef int mr, nr
-    cdef float s
-    cdef double y
-    while n0 < c1:
-        nr = <int>min(8, c1 - n0)
-        m0 = 0
-        while m0 < M:
-            mr = 4 if M - m0 >= 4 else 1
-            sjq_tile(isa, qx + m0 * K, K, mr, w + n0 * K, K, nr, K, xsum + m0, tile, 8)
-            for i in range(mr):
-                o = (m0 + i) * N + n0
-                for j in range(nr):
-                    if acc != NULL:
-                        acc[o + j] = tile[i * 8 + j]
-                    else:
-                        s = xs[m0 + i] * ws[n0 + j]
-                        y = <double>(<float>tile[i * 8 + j]) * <double>s
-                        if bias != NULL:
-                            y = y + <double>bias[n0 + j]
-                        out[o + j] = <float>y
-            m0 += mr
-        n0 += nr
+    cdef long i
+    sjq_columns(isa, qx, K, xsum, xs, M, K, w, ws, bias, out, N, acc, N, c0, c1)
     if acc == NULL and code != 0:
         for i in range(M):
             act_row_f32(out + i * N + c0, NULL, out + i * N + c0, c1 - c0, code)
