@@ -232,12 +232,17 @@ class Plan:
 
     def run(self, feeds: dict, *, copy: bool = True, profile: bool = False) -> dict:
         """Replay the plan on ``feeds`` (already checked against this plan's signature)."""
-        if self.replay == "native" and not (profile or _profiler.active()):
+        if self.replay == "native":
             native = self.native_replay(feeds)
             if native is not None:
                 from seqjit.kernels._threads import get_num_threads
 
-                return native.run(feeds, copy=copy, nthreads=get_num_threads())
+                active = _profiler.active()
+                if not (profile or active):
+                    return native.run(feeds, copy=copy, nthreads=get_num_threads())
+                result, records = native.run_timed(feeds, copy=copy, nthreads=get_num_threads())
+                self._keep_profile(records, active, profile)
+                return result
         env = self._env
         for name, s in self._input_slots:
             env[s] = feeds[name]
@@ -263,6 +268,9 @@ class Plan:
             step()
             times.append(clock() - t0)
         records = [(n.name, n.op, b, t) for n, b, t in zip(self.nodes, self.backends, times)]
+        self._keep_profile(records, active, keep)
+
+    def _keep_profile(self, records, active, keep):
         for prof in active:
             prof.add(self.graph.name, records)
         if keep:

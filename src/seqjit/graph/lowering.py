@@ -513,6 +513,22 @@ class NativeReplay:
     def run(self, feeds: dict, *, copy: bool = True, nthreads: int = 1) -> dict:
         self.bind(feeds)
         self.program.run(nthreads)
+        return self._outputs(copy)
+
+    def run_timed(self, feeds: dict, *, copy: bool = True, nthreads: int = 1):
+        """``(outputs, records)``: records are (node, op, backend, seconds) per node, for the
+        profiler; the backend is "native", "python" for a node run as a callback, or "view" for a
+        node that is only a view (no instruction, no time)."""
+        self.bind(feeds)
+        times = self.program.run_timed(nthreads)
+        per_node = {n.name: [n.name, n.op, "view", 0.0] for n in self.low.plan.nodes}  # views: no instruction
+        for (name, op, kind), t in zip(self.low.labels, times):
+            rec = per_node[name]
+            rec[2] = kind
+            rec[3] += t
+        return self._outputs(copy), [tuple(r) for r in per_node.values()]
+
+    def _outputs(self, copy: bool) -> dict:
         result = {}
         for name in self.outputs:
             arr = self.low.now(name)
