@@ -35,9 +35,11 @@ def set_num_threads(n: int | None) -> int:
 
     numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
     try:
+        import scipy.linalg.cython_blas  # noqa: F401  (load scipy's BLAS now, so the limit reaches it)
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=count, user_api="blas")
+        threadpool_limits(limits=count, user_api="openmp")
     except ImportError:
         pass
     return count
