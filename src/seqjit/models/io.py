@@ -76,9 +76,10 @@ def load_model(path, *, backend=None, allow_nonfinite: bool = False):
     config_path = model_file(directory, CONFIG)
     data = read_json(config_path)
     try:
-        if not isinstance(data.get("architecture"), str):
-            raise ConfigError(f"'architecture' must be a string naming the architecture, got "
-                              f"{type(data.get('architecture')).__name__}")
+        if "architecture" not in data:
+            raise ConfigError("missing key 'architecture' (the model's architecture: transformer, rnn_seq2seq, ...)")
+        if not isinstance(data["architecture"], str):
+            raise ConfigError(f"'architecture' must be a string, got {type(data['architecture']).__name__}")
         cls = model_class(data["architecture"])
         config = cls.config_class.from_dict(data, where=str(config_path))
     except ConfigError as exc:

@@ -37,27 +37,27 @@ DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64", 
 
 def read_header(path: Path) -> tuple:
     """``({name: (shape tuple, numpy dtype)}, metadata dict)`` from the header of safetensors file ``path``."""
-    fd = open_regular(path)
     try:
-        size = os.fstat(fd).st_size
-        prefix = os.read(fd, 8)
-        if len(prefix) < 8:
-            raise ModelFormatError(f"{path} is not a readable safetensors file ({size} bytes, too short); it is "
-                                   "truncated")
-        length = int.from_bytes(prefix, "little")
-        if length > min(size - 8, HEADER_MAX_BYTES):
-            raise ModelFormatError(f"{path} is not a readable safetensors file (its header claims {length} bytes, the "
-                                   f"file holds {size - 8} after the length prefix, the limit is {HEADER_MAX_BYTES}); "
-                                   "it is truncated or corrupted")
-        raw = os.read(fd, length)
+        with os.fdopen(open_regular(path), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            prefix = f.read(8)
+            if len(prefix) < 8:
+                raise ModelFormatError(f"{path} is not a readable safetensors file ({size} bytes, too short); it is "
+                                       "truncated")
+            length = int.from_bytes(prefix, "little")
+            if length > min(size - 8, HEADER_MAX_BYTES):
+                raise ModelFormatError(f"{path} is not a readable safetensors file (its header claims {length} bytes, "
+                                       f"the file holds {size - 8} after the length prefix, the limit is "
+                                       f"{HEADER_MAX_BYTES}); it is truncated or corrupted")
+            raw = f.read(length)
     except OSError as exc:
         raise ModelFormatError(f"{path} cannot be read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+    if len(raw) < length:
+        raise ModelFormatError(f"{path} is not a readable safetensors file (it ends inside its header); it is truncated")
     header = parse_json(raw, f"{path}'s safetensors header")
     if not isinstance(header, dict):
         raise ModelFormatError(f"{path}: the safetensors header must be a JSON object, got {type(header).__name__}")
-    metadata = header.pop("__metadata__", None) or {}
+    metadata = header.pop("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise ModelFormatError(f"{path}: the safetensors __metadata__ must map names to strings")
     entries = {}
