@@ -29,7 +29,7 @@ from pathlib import Path
 
 from seqjit.errors import ConfigError, ModelConfigError, ModelFormatError
 from seqjit.models.files import model_file, read_json
-from seqjit.models.weights_file import CRC_KEY as _CRC_KEY, crc32 as _crc, read_safetensors, write_safetensors
+from seqjit.models.weights_file import read_safetensors, write_safetensors
 
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
 PICKLES = ("pytorch_model.bin", "model.bin", "model.pt", "model.pth")
