@@ -227,7 +227,7 @@ def test_config_linked_to_dev_zero_is_refused(saved):
     assert isinstance(exc, ModelFormatError) and "outside the model directory" in str(exc)
 
 
-def test_device_inside_the_directory_is_refused(saved):
+def test_device_file_is_refused():
     from seqjit.models.files import read_json
 
     exc = _loads_within(5, lambda: read_json("/dev/zero"))
