@@ -1,9 +1,8 @@
-# Native linear_int8 for the replay VM (seqjit.graph._native_vm): ``include "linear_int8/_native.pxi"``
-# after ``include "linear/_native.pxi"`` (which brings act_row_f32 and the activation codes). The same C
-# (linear_int8/_qgemm.h) and arithmetic as cython_cpu.pyx: x quantized per row into the caller's
-# scratch, int32 tiles on the instruction set picked at import, dequantize + bias in C, then the
-# activation; with ``nthreads`` > 1 the weight rows are split into 16-row-aligned column blocks.
-from cython.parallel cimport prange
+# Native linear_int8 for the replay VM: ``include "linear_int8/_native.pxi"`` after
+# linear/_native.pxi (activations). The arithmetic of cython_cpu.pyx through the same C entry points
+# of _qgemm.h: each x row quantized (per row, symmetric), exact int32 tiles, dequantize + bias in
+# the tile epilogue, then the activation. Column blocks over threads when the node was planned
+# with threads and the product is large.
 from libc.stdint cimport int8_t, int32_t
 
 cdef extern from "linear_int8/_qgemm.h" nogil:
@@ -13,37 +12,24 @@ cdef extern from "linear_int8/_qgemm.h" nogil:
                      const int8_t *w, const float *ws, const float *bias, float *out, long ldo, int32_t *acc,
                      long lda, long c0, long c1)
 
-cdef int _sjq_isa = sjq_detect()
+cdef int _native_qisa = sjq_detect()
+DEF QBLOCK_COLS = 64
 
 
-cdef inline void _int8_cols(const int8_t* qx, const int32_t* xsum, const float* xs, int M, int K, const int8_t* w,
-                            const float* ws, const float* bias, float* y, Py_ssize_t ldy, int act, int n0,
-                            int n1) noexcept nogil:
-    cdef int m
-    sjq_columns(_sjq_isa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, n0, n1)
+cdef void native_linear_int8(const float* x, Py_ssize_t ldx, int M, int K, const int8_t* w, const float* ws,
+                             int N, const float* bias, float* y, Py_ssize_t ldy, int act, int8_t* qx,
+                             int32_t* xsum, float* xs, int nthreads) noexcept nogil:
+    cdef int m, t
+    cdef long blocks = (N + QBLOCK_COLS - 1) // QBLOCK_COLS, c0, c1
+    for m in range(M):
+        xs[m] = sjq_quantize_row(_native_qisa, x + m * ldx, K, qx + <Py_ssize_t>m * K, &xsum[m])
+    if nthreads > 1 and blocks > 1:
+        for t in prange(blocks, nogil=True, num_threads=nthreads, schedule="static"):
+            c0 = t * QBLOCK_COLS
+            c1 = N if c0 + QBLOCK_COLS > N else c0 + QBLOCK_COLS
+            sjq_columns(_native_qisa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, c0, c1)
+    else:
+        sjq_columns(_native_qisa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, 0, N)
     if act != _NONE:
         for m in range(M):
-            act_row_f32(y + m * ldy + n0, NULL, y + m * ldy + n0, n1 - n0, act)
-
-
-cdef void native_linear_int8(const float* x, Py_ssize_t ldx, int M, int K, const int8_t* w, int N, const float* ws,
-                             const float* bias, float* y, Py_ssize_t ldy, int act, int nthreads, int8_t* qx,
-                             int32_t* xsum, float* xs) noexcept nogil:
-    """y[m, :N] = act(dequantize(q(x[m, :K]) @ W^T) + bias) for m < M (rows ldx / ldy apart); W int8
-    [N, K] with scales ws [N]. Scratch: qx [M * K] int8, xsum [M] int32, xs [M] float32."""
-    cdef int t, n0, n1, chunk, m
-    for m in range(M):
-        if K:
-            xs[m] = sjq_quantize_row(_sjq_isa, x + m * ldx, K, qx + m * K, xsum + m)
-        else:
-            xs[m] = 0
-            xsum[m] = 0
-    if nthreads > 1:
-        chunk = ((N + nthreads - 1) // nthreads + 15) // 16 * 16
-        for t in prange(nthreads, nogil=True, num_threads=nthreads, schedule="static"):
-            n0 = t * chunk
-            n1 = N if n0 + chunk > N else n0 + chunk
-            if n0 < n1:
-                _int8_cols(qx, xsum, xs, M, K, w, ws, bias, y, ldy, act, n0, n1)
-    else:
-        _int8_cols(qx, xsum, xs, M, K, w, ws, bias, y, ldy, act, 0, N)
+            act_row_f32(y + m * ldy, NULL, y + m * ldy, N, act)

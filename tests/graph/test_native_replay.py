@@ -261,3 +261,31 @@ def test_rnn_sequences(mode, batch_first, layers, dirs):
         want = dict(out=out, h_n=h_n, c_n=c_n)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, **TOL, err_msg=name)
+
+
+@pytest.mark.parametrize("m,k,n", [(1, 128, 384), (3, 37, 70), (17, 64, 130)])
+@pytest.mark.parametrize("act", [None, "gelu"])
+def test_linear_int8(m, k, n, act):
+    quantize = kernels.get("quantize_int8", "reference")
+    x, b = f32(m, k), f32(n)
+    qw, ws = quantize(f32(n, k, scale=0.3))
+
+    def build(g):
+        g.output(g.op("linear_int8", g.input("x", dtype="float"), g.constant("w", qw), g.constant("s", ws),
+                      g.constant("b", b), activation=act), name="y")
+
+    ref = kernels.get("linear_int8", "reference")(x, qw, ws, b, activation=act)
+    np.testing.assert_allclose(run_native(build, {"x": x})["y"], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_int8_model_native_equals_python(model_pairs):
+    import seqjit
+
+    _, native, python, sources = model_pairs[0]
+    qn, qp = seqjit.quantize(native, "int8"), seqjit.quantize(python, "int8")
+    qn.set_replay("native")
+    qp.set_replay("python")
+    assert [r.ids for r in qn.generate(sources, max_length=12)] == [r.ids for r in qp.generate(sources, max_length=12)]
+    feeds = qn.step_feeds(qn.start([sources[0]], max_length=4), np.zeros(1, np.int64))
+    native_plan = qn.executor("decoder_step").plan_for(feeds).native_replay(feeds)
+    assert native_plan and all(kind == "native" for _, _, kind in native_plan.low.labels)

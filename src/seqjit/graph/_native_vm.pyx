@@ -29,6 +29,7 @@ include "attention/_native.pxi"
 include "rnn/_native_cells.pxi"
 include "rnn/_native_sequence.pxi"
 include "additive_attention/_native.pxi"
+include "linear_int8/_native.pxi"
 
 cnp.import_array()
 
@@ -50,6 +51,7 @@ cdef enum:
     OP_SELECT_FIRST = 14
     OP_PYCALL = 15
     OP_RNN_SEQUENCE = 16
+    OP_LINEAR_INT8 = 17
 
 # error codes of a run
 cdef enum:
@@ -320,6 +322,10 @@ cdef class Program:
                                     <float*>c.p[1], <float*>c.p[2], <int64_t*>c.p[3], <Py_ssize_t*>c.p[4],
                                     <float*>c.p[5], c.i[5], <float*>c.p[6], <float*>c.p[7], <int>c.i[6], <int>c.i[7],
                                     <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt)
+            elif c.op == OP_LINEAR_INT8:
+                native_linear_int8(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <int8_t*>c.p[1], <float*>c.p[2],
+                                   <int>c.i[2], <float*>c.p[3], <float*>c.p[4], c.i[4], <int>c.i[5], <int8_t*>c.p[5],
+                                   <int32_t*>c.p[6], <float*>c.p[7], nt)
             elif c.op == OP_PYCALL:
                 rc = self._callback(c.i[0])
                 if rc:

@@ -18,7 +18,8 @@ import numpy as np
 from seqjit.kernels.activations import spec as act_spec
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
-          attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16)
+          attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
+          linear_int8=17)
 #: a linear of at least this many multiply-adds may use the run's threads; smaller ones run on the
 #: calling thread (waking a thread costs more than they do)
 PARALLEL_MACS = 1 << 21
@@ -216,6 +217,22 @@ class Lowering:
         if wt is None:
             wt = cache[name] = np.ascontiguousarray(w.T)
         return wt
+
+    def op_linear_int8(self, node, attrs):
+        x, w, scale, b = (list(node.inputs) + [None])[:4]
+        (y,) = node.outputs
+        m, k, ldx = _rows(self.arrays[x])
+        n = _contig(self.arrays[w], np.dtype(np.int8)).shape[0]
+        _contig(self.arrays[scale])
+        if b is not None:
+            _contig(self.arrays[b])
+        my, _, ldy = _rows(self.arrays[y])
+        if my != m or k > 65536:
+            raise Unsupported("linear_int8 shape")
+        qx, xsum, xs = np.zeros(m * k, np.int8), np.zeros(m, np.int32), np.zeros(m, np.float32)
+        threads = 0 if m * n * k >= PARALLEL_MACS else 1
+        self.emit("linear_int8", [x, w, scale, b, y, qx, xsum, xs], [m, k, n, ldx, ldy, _ACT[attrs["activation"]]],
+                  threads=threads, keep=[qx, xsum, xs])
 
     def op_layer_norm(self, node, attrs):
         x, g, b = node.inputs
