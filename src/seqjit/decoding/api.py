@@ -56,8 +56,11 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
     return ids, np.array([r.shape[0] for r in rows], np.int64)
 
 
+_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(DecodingOptions))
+
+
 def _options(kwargs) -> DecodingOptions:
-    names = {f.name for f in dataclasses.fields(DecodingOptions)}
+    names = _OPTION_NAMES
     unknown = sorted(set(kwargs) - names)
     if unknown:
         raise TypeError(f"unknown decoding option(s) {unknown}; known: {sorted(names)}")

@@ -13,6 +13,7 @@ The model-independent ceiling (:data:`~seqjit.decoding.options.MAX_LENGTH_LIMIT`
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import os
 
@@ -29,6 +30,7 @@ def target_positions(model) -> int | None:
     return getattr(config, "max_positions", None)
 
 
+@functools.lru_cache(maxsize=1)
 def physical_memory() -> int | None:
     """This machine's memory in bytes (None where the OS does not say)."""
     try:

@@ -12,7 +12,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, STEP
+from seqjit.graph import _native_vm, profiler
+from seqjit.graph.lowering import Unsupported
+from seqjit.kernels._threads import get_num_threads
+from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, STEP, Seq2SeqModel
 
 from .results import GenerationResult
 
@@ -20,20 +23,13 @@ from .results import GenerationResult
 def eligible(model, options, callback) -> bool:
     """Plain greedy search of a model whose step is the base class's (a model that overrides
     ``step`` decodes through it, in the Python loop)."""
-    from seqjit.graph import profiler
-    from seqjit.models.base import Seq2SeqModel
-
-    return (type(model).step is Seq2SeqModel.step and callback is None and not profiler.active() and options.beam_size == 1 and not options.sampling
-            and options.repetition_penalty == 1.0 and options.no_repeat_ngram_size == 0
-            and not options.return_attention)
+    return (type(model).step is Seq2SeqModel.step and callback is None and not profiler.active()
+            and options.beam_size == 1 and not options.sampling and options.repetition_penalty == 1.0
+            and options.no_repeat_ngram_size == 0 and not options.return_attention)
 
 
 def native_greedy(model, state, options, suppressed) -> list | None:
     """Decode every row of the fresh ``state``; None when the step plan has no native form."""
-    from seqjit.graph import _native_vm
-    from seqjit.graph.lowering import Unsupported
-    from seqjit.kernels._threads import get_num_threads
-
     batch, steps = state.batch, options.max_length
     prev = np.full(batch, model.decoder_start_id, np.int64)
     feeds = model.step_feeds(state, prev)
