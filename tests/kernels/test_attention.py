@@ -2,8 +2,9 @@
 
 CPU tiles are ``tile_sizes(Lq, Lk, D, Dv)`` (kernels/attention/_blas.py): 64 queries x
 2**19 // (64 * max(D, Dv)) keys (512 at D = 16, 128 at D = 64; more keys when fewer queries, up to
-8192). The cuda kernels tile 32 queries x 16 keys and switch to one block per query row below 8
-queries. Shapes below straddle those sizes; on the CUDA simulator (one Python thread per GPU thread)
+8192). The cuda kernels tile 32 queries x 16 keys, switch to one block per query row below 8
+queries, and to the split-K decode kernel for one query (at most 256 keys a block, split into chunks
+of at least 64 keys to fill the GPU). Shapes below straddle those sizes; on the CUDA simulator (one Python thread per GPU thread)
 smaller shapes that still cross the cuda tiles are used.
 """
 import math
@@ -114,8 +115,9 @@ CASES = {
     "above_blocks": ((2, 1, _BQ + 1, _BK + 1, 16, 16), (1, 1, 33, 17, 3, 2)),
     "many_blocks": ((2, 2, 200, 300, 64, 48), (1, 2, 40, 37, 5, 3)),  # CPU: 4 x 3 tiles of 64 x 128
     "more_queries_than_keys": ((1, 2, 150, 40, 4, 4), (1, 1, 40, 10, 2, 2)),
-    "decode": ((4, 2, 1, 1000, 32, 32), (3, 1, 1, 150, 4, 6)),
-    "decode_long": ((2, 1, 1, 8200, 4, 4), (1, 1, 1, 300, 2, 2)),  # CPU: past one 8192-key decode tile
+    "decode": ((4, 2, 1, 1000, 32, 32), (3, 1, 1, 60, 4, 6)),  # cuda sim: one decode block per row
+    "decode_long": ((2, 1, 1, 8200, 4, 4), (1, 1, 1, 300, 2, 2)),  # CPU: past one 8192-key decode tile; cuda: split
+    "few_queries_long": ((2, 2, 2, 700, 32, 32), (1, 1, 2, 150, 3, 3)),  # cuda: row-wise, past its 128 keys
     "few_queries": ((2, 1, 20, 1000, 64, 64), (1, 1, 20, 40, 3, 3)),  # CPU: 409-key tiles
     "few_queries_big_head": ((2, 1, 3, 257, 160, 130), (1, 1, 3, 40, 130, 3)),
 }
@@ -276,6 +278,66 @@ def test_cuda_device_arrays_stay_on_device(on_simulator):
         f(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64))
     with pytest.raises(ValueError, match="Dv <= 1024"):
         f(q, k, np.zeros((1, 1, 6, 1025), np.float32))
+
+
+def _attention_cuda_or_skip():
+    from seqjit.kernels import _cuda
+
+    try:
+        kernels.get("attention", backend="cuda")
+    except (kernels.KernelUnavailable, _cuda.CudaUnavailable) as exc:
+        pytest.skip(f"no GPU and no CUDA simulator: {exc}")
+    from seqjit.kernels.attention import cuda as attention_cuda
+
+    return attention_cuda
+
+
+def test_cuda_decode_splits_cover_the_keys():
+    ac = _attention_cuda_or_skip()
+    for rows in (1, 3, 8, 64, 256, 1024):
+        for lk in (1, 2, 63, 64, 65, 255, 256, 257, 1000, 8200):
+            splits, chunk = ac.decode_splits(rows, lk)
+            assert (splits - 1) * chunk < lk <= splits * chunk and chunk <= ac.DEC_CHUNK, (rows, lk)
+            if lk <= ac.DEC_CHUNK and rows >= ac.DEC_TARGET_BLOCKS:
+                assert splits == 1  # enough blocks already: no partial results to combine
+    assert ac.decode_splits(8, 1000)[0] >= 8  # batch 1, 8 heads over a long cache: split
+    assert ac.decode_splits(4, 0) == (1, 1)
+
+
+def test_cuda_decode_kernel_partials_lengths_and_weights(monkeypatch, tol):
+    """Lq = 1 runs the decode kernel (not the row-wise one): here split into chunks of 4 keys, rows
+    ending inside a chunk, before it, and at 0; the same from device lengths (clipped to [0, Lk])."""
+    ac = _attention_cuda_or_skip()
+    from seqjit.kernels import _cuda
+
+    class NoRowwise:
+        def __getitem__(self, launch):
+            raise AssertionError("row-wise kernel launched")
+
+    monkeypatch.setattr(ac, "_rowwise", NoRowwise())
+    monkeypatch.setattr(ac, "DEC_MIN_CHUNK", 4)
+    B, H, Lq, Lk, D, Dv = 2, 1, 1, 10, 3, 5
+    assert ac.decode_splits(B * H, Lk) == (3, 4)
+    q, k, v = _inputs(B, H, Lq, Lk, D, Dv, seed=12)
+    q *= 2
+    want, want_w = ref.attention(q, k, v, lengths=[5, 0], return_weights=True)
+    got, got_w = ac.attention(q, k, v, lengths=np.array([5, 0]), return_weights=True)
+    np.testing.assert_allclose(got, want, **tol(np.float32))
+    np.testing.assert_allclose(got_w, want_w, **tol(np.float32))
+    assert (got[1] == 0).all() and (got_w[1] == 0).all()
+    want = ref.attention(q, k, v, causal=True, lengths=[Lk, 8])
+    dout = _cuda.device_empty((B, H, Lq, Dv), np.float32)
+    dlen = _cuda.to_device(np.array([Lk + 7, 8], np.int32))  # read only on the device: Lk + 7 -> Lk
+    assert ac.attention(_cuda.to_device(q), k, v, causal=True, lengths=dlen, out=dout) is dout
+    np.testing.assert_allclose(dout.copy_to_host(), want, **tol(np.float32))
+    with pytest.raises(ValueError, match=r"lengths must have shape \[2\]"):
+        ac.attention(q, k, v, lengths=_cuda.to_device(np.array([1, 2, 3])))
+    with pytest.raises(TypeError, match="lengths must hold integers"):
+        ac.attention(q, k, v, lengths=_cuda.to_device(np.array([1.0, 2.0])))
+    # a head too large for the decode kernel's shared query falls back to the row-wise kernel
+    monkeypatch.undo()
+    qb, kb, vb = _inputs(1, 1, 1, 3, ac.DEC_DMAX + 1, 2, seed=13)
+    np.testing.assert_allclose(ac.attention(qb, kb, vb), ref.attention(qb, kb, vb), **tol(np.float32))
 
 
 # ------------------------------------------------------------------ bad input, from every backend
