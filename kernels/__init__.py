@@ -45,6 +45,7 @@ OPS: dict[str, str] = {
     "tanh": "activations",
     "embedding": "embedding",
     "sinusoidal_positions": "embedding",
+    "greedy_argmax": "decoding",
 }
 
 #: backend name -> module file name inside a family folder

@@ -1,0 +1,1 @@
+"""Decoding-step kernels: the token choice of a greedy step on the device (no logits to the host)."""
