@@ -236,8 +236,11 @@ def decode_on_ray(args, records, item_type: str, mapper, options: dict, emit, pr
             logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)  # "progress bars disabled"
             threads = args.threads_per_actor
             actors = min(args.actors or default_actors(threads), len(pools))  # no more actors than blocks
-            dataset = mapper(ray.data.from_arrow(pools), actors=actors, threads=threads, batch_size=None,
-                             column="item", **options)
+            # from_blocks keeps one block per pool and computes the blocks' metadata here;
+            # from_arrow (older Ray) runs a task per block for it (in Ray 2.60 the worker that ran
+            # them sometimes aborted afterwards, "Mutex corrupt", with the job unharmed)
+            blocks = getattr(ray.data, "from_blocks", ray.data.from_arrow)(pools)
+            dataset = mapper(blocks, actors=actors, threads=threads, batch_size=None, column="item", **options)
             for batch in dataset.iter_batches(batch_size=None, batch_format="pyarrow"):
                 put(batch.to_pylist())
         finally:
