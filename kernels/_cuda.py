@@ -29,7 +29,7 @@ def _simulator_on() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") not in ("", "0")
 
 
-def _why_unusable(cuda) -> str:
+def _why_unusable() -> str:
     """What stops numba.cuda from running kernels here (called once ``cuda.is_available()`` is False)."""
     try:
         from numba.cuda.cudadrv import driver
@@ -73,9 +73,9 @@ def require_cuda():
         if _simulator_on():  # the simulator is always available: it was switched on too late
             raise CudaUnavailable(
                 "NUMBA_ENABLE_CUDASIM=1 is set but numba.cuda was imported before it was: the simulator is off "
-                f"and {_why_unusable(cuda)}"
+                f"and {_why_unusable()}"
             )
-        raise CudaUnavailable(f"the cuda backend found no usable NVIDIA GPU: {_why_unusable(cuda)}; {_SIMULATOR_HINT}")
+        raise CudaUnavailable(f"the cuda backend found no usable NVIDIA GPU: {_why_unusable()}; {_SIMULATOR_HINT}")
     return cuda
 
 

@@ -32,7 +32,6 @@ Host arrays in -> host arrays out; any device array in -> device arrays out (see
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 
 import numpy as np
 from numba import cuda, float32
@@ -310,12 +309,6 @@ def decode_splits(rows: int, lk: int) -> tuple[int, int]:
     return -(-lk // chunk), chunk
 
 
-@lru_cache(maxsize=None)
-def _no_partials():
-    """Placeholders for the partial-result arguments of an unsplit ``_decode`` launch."""
-    return _cuda.device_empty((1, 1, 1), np.float32), _cuda.device_empty((1, 1), np.float32)
-
-
 @cuda.jit(fastmath=True)
 def _weights(q, k, lengths, causal, scale, mstat, lstat, weights):
     """weights[b, h, i, j] = exp(s_ij - m_i) / l_i on visible keys, else 0."""
@@ -373,9 +366,9 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
                 pacc = _cuda.device_empty((B * H, splits, Dv), np.float32)
                 pm = _cuda.device_empty((B * H, splits), np.float32)
                 pl = _cuda.device_empty((B * H, splits), np.float32)
-            else:
-                pacc, pm = _no_partials()
-                pl = pm
+            else:  # unused by an unsplit launch: views of the outputs stand in (no allocation)
+                pacc = mstat.reshape(B * H, 1, 1)
+                pm = pl = lstat.reshape(B * H, 1)
             _decode[(splits, B * H), DEC_T](dq, dk, dv, dlen, p.causal, scale32, chunk, dout, mstat, lstat,
                                             pacc, pm, pl)
             if splits > 1:
