@@ -2,6 +2,7 @@
 fusion keep the outputs of the unrewritten graph, bit for bit (per-row quantization makes a merged
 int8 GEMM the same arithmetic as the separate ones)."""
 import numpy as np
+import pytest
 
 from seqjit.graph import Executor, GraphBuilder
 from seqjit.graph.passes import fuse_linear_activation, merge_projections, run_passes
@@ -40,3 +41,19 @@ def test_int8_projections_merge_and_fuse_exactly():
     for i in range(3):
         np.testing.assert_array_equal(got[f"y{i}"], want[f"y{i}"])
     np.testing.assert_allclose(got["z"], want["z"], rtol=1e-5, atol=1e-6)
+
+
+def test_embedding_int8_rows_times_scales_plus_positions():
+    q, s = _qw(10, 6)
+    positions = rng.standard_normal((3, 6)).astype(np.float32)
+    g = GraphBuilder("emb")
+    ids = g.input("ids", dtype="int", ndim=2)
+    g.output(g.op("embedding_int8", ids, g.constant("t", q), g.constant("s", s), g.constant("p", positions), scale=2.0),
+             name="y")
+    ex = Executor(g.build())
+    idv = np.array([[0, 9, 4], [4, 4, 1]])
+    want = q[idv].astype(np.float64) * (s[idv] * 2.0)[..., None] + positions
+    np.testing.assert_allclose(ex.run({"ids": idv})["y"], want, rtol=1e-6, atol=1e-6)
+    for bad in (10, -1):
+        with pytest.raises(ValueError, match=r"ids must lie in \[0, 10\)"):
+            ex.run({"ids": np.array([[0, bad, 1]])})

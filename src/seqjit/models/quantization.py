@@ -5,17 +5,18 @@ Format (a model directory like any other, ``config.json`` + ``model.safetensors`
 - ``config.json`` holds ``"quantization": "int8"`` (``"none"`` for float models);
 - each quantized weight ``<name>`` is an int8 ``[N, K]`` tensor beside its float32 scales
   ``<name>.scale`` ``[N]``: ``W ~= <name> * <name>.scale[:, None]`` (symmetric per row, see
-  :mod:`seqjit.kernels.linear_int8`); every other weight (embeddings, layer norms, biases, the
-  recurrent matrices of GRU/LSTM cells, Bahdanau's ``Wa``/``Va``) stays float32.
+  :mod:`seqjit.kernels.linear_int8`). Quantized: every ``linear`` weight and a Transformer's token
+  embedding tables (one scale per token row; a table tied to the output projection is that
+  projection's int8 weight too). Float32: layer norms, biases, position tables, the recurrent
+  matrices of GRU/LSTM cells, RNN embeddings, Bahdanau's ``Wa``/``Va``.
 
 Which weights are quantized follows from the architecture and config (:func:`linear_weight_names`),
 so the weight spec of an int8 config names every int8 tensor and its scales, and loading checks them
-like every other weight. A Transformer whose output projection is tied to the embedding gets its own
-int8 output projection ``lm_head.weight`` (``tie_output`` becomes False): the embedding lookup keeps
-the float32 table.
+like every other weight.
 
 In the graphs a quantized weight makes the builders emit ``linear_int8`` (x, int8 weight, scale,
-bias) instead of ``linear``; activations are quantized per row on every call (dynamic quantization).
+bias) instead of ``linear``, and ``embedding_int8`` instead of ``embedding``; activations are
+quantized per row on every call (dynamic quantization).
 """
 from __future__ import annotations
 
@@ -27,15 +28,16 @@ SCHEMES = ("none", "int8")
 SCALE = ".scale"
 
 _TRANSFORMER_SUFFIXES = ("_proj.weight", ".fc1.weight", ".fc2.weight")
+_TRANSFORMER_TABLES = ("lm_head.weight", "shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 _RNN_LINEARS = ("decoder.out.weight", "bridge.weight", "bridge_c.weight", "decoder.attention.Ua.weight",
                 "decoder.concat.weight")
 
 
 def linear_weight_names(config, names) -> list:
-    """The weights among ``names`` that the architecture of ``config`` uses as ``linear`` weights
-    (those an int8 model stores as int8)."""
+    """The weights among ``names`` that an int8 model of ``config``'s architecture stores as int8:
+    its ``linear`` weights (and a Transformer's embedding tables)."""
     if config.arch == "transformer":
-        return [n for n in names if n.endswith(_TRANSFORMER_SUFFIXES) or n == "lm_head.weight"]
+        return [n for n in names if n.endswith(_TRANSFORMER_SUFFIXES) or n in _TRANSFORMER_TABLES]
     linears = set(_RNN_LINEARS)
     if getattr(config, "attention", None) == "general":  # Bahdanau's Wa is read by additive_attention
         linears.add("decoder.attention.Wa.weight")
@@ -83,11 +85,7 @@ def quantize(model, scheme: str = "int8"):
     if c.dtype != "float32":
         raise ValueError(f"int8 quantization needs a float32 model, got dtype {c.dtype}")
     weights = dict(model.weights)
-    changes = {"quantization": scheme}
-    if model.arch == "transformer" and c.tie_output:
-        changes["tie_output"] = False
-        weights["lm_head.weight"] = weights["shared.weight" if c.share_embeddings else "decoder.embed_tokens.weight"]
-    config = c.replace(**changes)
+    config = c.replace(quantization=scheme)
     quantize_rows = kernels.get("quantize_int8")
     for name in linear_weight_names(config, type(model).weight_spec(config)):
         q, s = quantize_rows(np.ascontiguousarray(weights[name], dtype=np.float32))

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from seqjit.graph import GraphBuilder
 from seqjit.models.base import ATTENTION, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
-from seqjit.models.quantization import linear
+from seqjit.models.quantization import SCALE, linear
 
 _ACTIVATION_OPS = {"relu": ("relu", {}), "gelu": ("gelu", {}), "gelu_tanh": ("gelu", {"approximate": "tanh"}),
                    "silu": ("silu", {})}
@@ -54,10 +56,15 @@ class _Layers:
         """Token embedding (times sqrt(E) when scale_embedding) plus positions, then the optional
         embedding layer norm. ``positions``: a value broadcastable to the embeddings, or None."""
         c = self.c
-        table = self.w("shared.weight" if c.share_embeddings else f"{side}.embed_tokens.weight")
+        name = "shared.weight" if c.share_embeddings else f"{side}.embed_tokens.weight"
+        table = self.w(name)
         scale = math.sqrt(c.d_model) if c.scale_embedding else 1.0
-        args = (ids, table) if positions is None else (ids, table, positions)
-        x = self.g.op("embedding", *args, scale=scale, name=f"{side}.embed")
+        if self.weights[name].dtype == np.int8:  # a quantized model's table: int8 rows, per-row scales
+            args = (ids, table, self.w(name + SCALE)) + (() if positions is None else (positions,))
+            x = self.g.op("embedding_int8", *args, scale=scale, name=f"{side}.embed")
+        else:
+            args = (ids, table) if positions is None else (ids, table, positions)
+            x = self.g.op("embedding", *args, scale=scale, name=f"{side}.embed")
         if c.layernorm_embedding:
             x = self.norm(x, f"{side}.layernorm_embedding")
         return x

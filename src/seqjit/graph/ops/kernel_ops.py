@@ -142,6 +142,40 @@ def _emb_make(ctx):
 register(OpDef("embedding", ("ids", "table", "positions?"), _emb_infer, _emb_make, attrs={"scale": 1.0}, kernel="embedding"))
 
 
+# -- embedding_int8: rows of an int8 table [V, D] with per-row scales [V] -> float32 [..., L, D] ----
+def _emb8_infer(specs, attrs):
+    ids, table, row_scale = specs[:3]
+    positions = specs[3] if len(specs) > 3 else None
+    where = "embedding_int8"
+    need(np.dtype(ids.dtype).kind in "iu", where, f"ids must be integers, got {ids}")
+    need(len(table.shape) == 2 and np.dtype(table.dtype) == np.int8, where, f"table must be int8 [V, D], got {table}")
+    need(tuple(row_scale.shape) == (table.shape[0],) and np.dtype(row_scale.dtype) == np.float32, where,
+         f"scale must be float32 [{table.shape[0]}], got {row_scale}")
+    need(positions is None or (len(ids.shape) >= 1 and tuple(positions.shape) == (ids.shape[-1], table.shape[1])
+                               and np.dtype(positions.dtype) == np.float32), where,
+         f"positions must be float32 [L, D] = [{ids.shape[-1] if ids.shape else '-'}, {table.shape[1]}], got {positions}")
+    return [TensorSpec(tuple(ids.shape) + (table.shape[1],), np.dtype(np.float32))]
+
+
+def _emb8_make(ctx):
+    """NumPy glue: ``out = table[ids] * (row_scale[ids] * scale) (+ positions)``, in float32."""
+    out_buf, scale = _out(ctx), np.float32(ctx.attrs["scale"])
+
+    def embedding_int8(ids, table, row_scale, positions=None):
+        if ids.size and (ids.min() < 0 or ids.max() >= table.shape[0]):
+            raise ValueError(f"embedding_int8: ids must lie in [0, {table.shape[0]}), got values from {ids.min()} to {ids.max()}")
+        out = out_buf if out_buf is not None else np.empty(ids.shape + (table.shape[1],), np.float32)
+        np.multiply(table[ids], (row_scale[ids] * scale)[..., None], out=out)
+        if positions is not None:
+            np.add(out, positions, out=out)
+        return out
+
+    return embedding_int8
+
+
+register(OpDef("embedding_int8", ("ids", "table", "scale", "positions?"), _emb8_infer, _emb8_make, attrs={"scale": 1.0}))
+
+
 # -- sinusoidal_positions: () -> [length, dim] (constant-folded) ---------------------------------
 def _sin_infer(specs, attrs):
     return [TensorSpec((int(attrs["length"]), int(attrs["dim"])), np.dtype(attrs["dtype"]))]
