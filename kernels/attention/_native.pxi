@@ -1,7 +1,7 @@
 # Native attention for the replay VM (decode and short encoder shapes): ``include "attention/_native.pxi"``.
 # One (batch, head, query) row at a time: scores over the visible keys (the prefix rule of spec.py),
 # softmax, weighted sum of v. Strides in elements for the batch, head and length axes; the last
-# axis is contiguous. ``scores`` is scratch of at least Lk floats.
+# axis is contiguous.
 from libc.stdint cimport int64_t
 
 
@@ -28,37 +28,62 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
                            float* o, Py_ssize_t ob, Py_ssize_t oh, Py_ssize_t ol,
                            const int64_t* lengths, int B, int H, int Lq, int Lk, int D, int Dv,
                            bint causal, float scale, float* scores) noexcept nogil:
-    cdef int b, h, i, j, d, vis
+    """``scores``: scratch of Lq * Lk floats. Where the rows of q, k, v and out are contiguous (the
+    planned layouts), a (batch, head) pair is two products of the GEMV kernels (scores = Q K^T
+    over the visible keys, out = P V) around the softmax; otherwise one row at a time."""
+    cdef int b, h, i, j, d, vis, vmax
     cdef float top, total, w, inv
     cdef const float* qr
     cdef const float* vr
+    cdef const float* kbh
+    cdef const float* vbh
     cdef float* orow
+    cdef float* srow
+    cdef bint rows = kl == D and vl == Dv and ql == D and ol == Dv
     for b in range(B):
+        vmax = Lk
+        if lengths != NULL and lengths[b] < vmax:
+            vmax = <int>lengths[b]
+        if vmax < 0:
+            vmax = 0
         for h in range(H):
+            kbh = k + b * kb + h * kh
+            vbh = v + b * vb + h * vh
+            if rows and vmax > 0:
+                sj_gemv_rows(q + b * qb + h * qh, D, Lq, kbh, D, NULL, scores, Lk, 0, vmax)
             for i in range(Lq):
-                vis = Lk
-                if lengths != NULL and lengths[b] < vis:
-                    vis = <int>lengths[b]
+                vis = vmax
                 if causal and i + Lk - Lq + 1 < vis:
                     vis = i + Lk - Lq + 1
                 orow = o + b * ob + h * oh + i * ol
-                for d in range(Dv):
-                    orow[d] = 0
+                srow = scores + i * Lk
                 if vis <= 0:
+                    for d in range(Dv):
+                        orow[d] = 0
                     continue
-                qr = q + b * qb + h * qh + i * ql
+                if not rows:
+                    qr = q + b * qb + h * qh + i * ql
+                    for j in range(vis):
+                        srow[j] = _dot_lanes(qr, kbh + j * kl, D)
                 top = -3.4e38
                 for j in range(vis):
-                    scores[j] = _dot_lanes(qr, k + b * kb + h * kh + j * kl, D) * scale
-                    if scores[j] > top:
-                        top = scores[j]
+                    srow[j] = srow[j] * scale
+                    if srow[j] > top:
+                        top = srow[j]
                 total = 0
                 for j in range(vis):
-                    scores[j] = exp_f32(scores[j] - top)
-                    total += scores[j]
+                    srow[j] = exp_f32(srow[j] - top)
+                    total += srow[j]
                 inv = <float>1.0 / total
                 for j in range(vis):
-                    w = scores[j] * inv
-                    vr = v + b * vb + h * vh + j * vl
+                    srow[j] = srow[j] * inv
+                if rows:
+                    sj_gemv_rows_in_out(srow, Lk, 1, vbh, vis, Dv, NULL, orow, Dv, 0, Dv)
+                else:
                     for d in range(Dv):
-                        orow[d] += w * vr[d]
+                        orow[d] = 0
+                    for j in range(vis):
+                        w = srow[j]
+                        vr = vbh + j * vl
+                        for d in range(Dv):
+                            orow[d] += w * vr[d]

@@ -25,3 +25,31 @@ cdef Py_ssize_t native_embedding(const int64_t* ids, Py_ssize_t n, const float* 
             for d in range(D):
                 o[d] = row[d] * scale
     return -1
+
+
+cdef Py_ssize_t native_embedding_int8(const int64_t* ids, Py_ssize_t n, const signed char* table,
+                                      const float* row_scale, Py_ssize_t V, int D, float scale,
+                                      const float* positions, Py_ssize_t L, float* out) noexcept nogil:
+    """out[i] = table[ids[i]] * (row_scale[ids[i]] * scale) (+ positions[i % L]), in float32 (the
+    NumPy glue of the embedding_int8 op); returns -1, or the index of the first id outside [0, V)."""
+    cdef Py_ssize_t i, t
+    cdef int d
+    cdef const signed char* row
+    cdef const float* pos
+    cdef float* o
+    cdef float s
+    for i in range(n):
+        t = ids[i]
+        if t < 0 or t >= V:
+            return i
+        row = table + t * D
+        s = row_scale[t] * scale
+        o = out + i * D
+        if positions != NULL:
+            pos = positions + (i % L) * D
+            for d in range(D):
+                o[d] = <float>row[d] * s + pos[d]
+        else:
+            for d in range(D):
+                o[d] = <float>row[d] * s
+    return -1

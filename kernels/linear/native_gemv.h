@@ -21,6 +21,8 @@
    the "u" type is the same, aligned to a float, for loads from any address */
 typedef float sj_v16 __attribute__((vector_size(64)));
 typedef float sj_v16u __attribute__((vector_size(64), aligned(4)));
+typedef float sj_v8 __attribute__((vector_size(32)));
+typedef float sj_v4 __attribute__((vector_size(16)));
 
 #define SJ_NAME(x) sj_##x##_base
 #include "native_gemv_body.h"

@@ -1,12 +1,11 @@
 /* Body of native_gemv.h, included once per instruction set with SJ_NAME(x) naming the variant.
    No include guard: that is the point. */
 
+/* lanes of a 16-float accumulator summed by halving (shuffles and vector adds, no stores) */
 static inline float SJ_NAME(hsum)(sj_v16 a) {
-    float h[SJ_LANES];
-    __builtin_memcpy(h, &a, sizeof h);
-    float q[8];
-    for (int j = 0; j < 8; j++) q[j] = h[j] + h[j + 8];
-    return ((q[0] + q[4]) + (q[2] + q[6])) + ((q[1] + q[5]) + (q[3] + q[7]));
+    sj_v8 h = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
+    sj_v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+    return (q[0] + q[2]) + (q[1] + q[3]);
 }
 
 static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float *w, int K,

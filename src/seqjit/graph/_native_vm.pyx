@@ -52,6 +52,7 @@ cdef enum:
     OP_PYCALL = 15
     OP_RNN_SEQUENCE = 16
     OP_LINEAR_INT8 = 17
+    OP_EMBEDDING_INT8 = 18
 
 # error codes of a run
 cdef enum:
@@ -272,6 +273,12 @@ cdef class Program:
             elif c.op == OP_EMBEDDING:
                 r = native_embedding(<int64_t*>c.p[0], c.i[0], <float*>c.p[1], c.i[3], <int>c.i[1], <float>c.f[0],
                                      <float*>c.p[2], c.i[2], <float*>c.p[3])
+                if r >= 0:
+                    self.err, self.err_instr, self.err_value = ERR_ID, pc, (<int64_t*>c.p[0])[r]
+                    return ERR_ID
+            elif c.op == OP_EMBEDDING_INT8:
+                r = native_embedding_int8(<int64_t*>c.p[0], c.i[0], <signed char*>c.p[1], <float*>c.p[4], c.i[3],
+                                          <int>c.i[1], <float>c.f[0], <float*>c.p[2], c.i[2], <float*>c.p[3])
                 if r >= 0:
                     self.err, self.err_instr, self.err_value = ERR_ID, pc, (<int64_t*>c.p[0])[r]
                     return ERR_ID

@@ -19,7 +19,7 @@ from seqjit.kernels.activations import spec as act_spec
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
           attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
-          linear_int8=17)
+          linear_int8=17, embedding_int8=18)
 #: a linear of at least this many multiply-adds may use the run's threads; smaller ones run on the
 #: calling thread (waking a thread costs more than they do)
 PARALLEL_MACS = 1 << 21
@@ -261,6 +261,15 @@ class Lowering:
             length = _contig(self.arrays[pos]).shape[0]
         self.emit("embedding", [ids, table, pos, y], [ia.size, ta.shape[1], length, ta.shape[0]], [attrs["scale"]])
 
+    def op_embedding_int8(self, node, attrs):
+        ids, table, row_scale, pos = (list(node.inputs) + [None])[:4]
+        (y,) = node.outputs
+        ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table], np.dtype(np.int8))
+        _contig(self.arrays[row_scale]), _contig(self.arrays[y])
+        length = 1 if pos is None else _contig(self.arrays[pos]).shape[0]
+        self.emit("embedding_int8", [ids, table, pos, y, row_scale], [ia.size, ta.shape[1], length, ta.shape[0]],
+                  [float(np.float32(attrs["scale"]))])
+
     def op_position_at(self, node, attrs):
         table, step = node.inputs
         (y,) = node.outputs
@@ -304,7 +313,7 @@ class Lowering:
         B, H, Lq, D = qa.shape
         Lk, Dv = ka.shape[2], va.shape[3]
         scale = float(np.float32(1.0 / math.sqrt(D) if attrs["scale"] is None else attrs["scale"]))
-        scratch = np.zeros(max(Lk, 1), np.float32)
+        scratch = np.zeros(max(Lq * Lk, 1), np.float32)
         strides = [s // 4 for a in arrs for s in a.strides[:3]]
         self.emit("attention", [q, k, v, lengths, o, scratch], [B, H, Lq, Lk, D, Dv, int(attrs["causal"]), *strides],
                   [scale], keep=[scratch])
