@@ -3,6 +3,8 @@
 - SRC a Hugging Face MarianMT directory (``config.json`` with ``model_type`` + ``model.safetensors``):
   :func:`seqjit.from_hf`; its tokenizer files (``source.spm``, ``target.spm``, ``vocab.json``,
   ``target_vocab.json``, ``tokenizer_config.json``) are copied too, so ``seqjit translate`` reads text.
+  Like ``config.json`` they are read as model files are (:mod:`seqjit.models.files`: regular files
+  inside SRC, of bounded size), all before anything is written.
 - SRC a ``.safetensors`` file holding a PyTorch state dict (read with safetensors' NumPy API, never
   unpickled): :func:`seqjit.from_torch` with ``--arch`` and ``--config`` (a JSON object, inline or
   in a file) giving what the weights cannot tell.
@@ -12,13 +14,16 @@ OUT must not exist or be an empty directory, unless ``--force``.
 from __future__ import annotations
 
 import json
-import shutil
+import os
 from pathlib import Path
 
-from seqjit.errors import ConfigError, ModelFormatError
+from seqjit.errors import ConfigError
+from seqjit.models.files import model_file, read_json, read_limited
 
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json",
                    "special_tokens_map.json")
+#: the largest tokenizer file copied (the .spm models and vocab.json of a Marian model are 1-2 MiB)
+TOKENIZER_MAX_BYTES = 64 << 20
 
 
 def register(subparsers) -> None:
@@ -66,14 +71,22 @@ def parse_config(text: str | None) -> dict:
 
 
 def _hf_config(directory: Path):
-    path = directory / "config.json"
-    if not path.is_file():
+    """SRC's ``config.json`` (a regular file inside SRC, at most CONFIG_MAX_BYTES), or None when absent."""
+    path = model_file(directory, "config.json")
+    if not os.path.lexists(path):
         return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFormatError(f"{path} is not valid JSON: {exc}") from None
-    return data if isinstance(data, dict) else None
+    return read_json(path)
+
+
+def _tokenizer_files(directory: Path) -> dict:
+    """name -> bytes of SRC's tokenizer files, read (before anything is written) as model files are:
+    regular files inside SRC of bounded size; a missing one is skipped."""
+    files = {}
+    for name in TOKENIZER_FILES:
+        path = model_file(directory, name)
+        if os.path.lexists(path):
+            files[name] = read_limited(path, TOKENIZER_MAX_BYTES)
+    return files
 
 
 def check_out(out: Path, force: bool) -> None:
@@ -93,6 +106,7 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
     if src.resolve() == out.resolve():
         raise ValueError("SRC and OUT are the same path")
     check_out(out, force)
+    tokenizer = {}  # name -> bytes, copied from a Hugging Face directory
     if src.is_dir():
         data = _hf_config(src)
         if data is not None and "architecture" in data and "model_type" not in data:
@@ -104,6 +118,7 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
         if arch is not None or config is not None:
             raise ValueError("--arch and --config apply to a .safetensors state dict; a Hugging Face directory "
                              "carries its own config")
+        tokenizer = _tokenizer_files(src)
         model = seqjit.from_hf(src, dtype=dtype or "float32")
         kind = f"Hugging Face {data['model_type']}"
     elif src.suffix == ".safetensors":
@@ -130,13 +145,9 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
     if quantize is not None:
         model = seqjit.quantize(model, quantize)
     model.save(out)
-    copied = []
-    if src.is_dir():
-        for name in TOKENIZER_FILES:
-            if (src / name).is_file():
-                shutil.copyfile(src / name, out / name)
-                copied.append(name)
-    return model, kind, copied
+    for name, raw in tokenizer.items():
+        (out / name).write_bytes(raw)
+    return model, kind, list(tokenizer)
 
 
 def run(args) -> int:

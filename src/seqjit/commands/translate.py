@@ -9,7 +9,10 @@ Two input forms:
   ``target_vocab.json`` when present). Each source is cut into pieces, mapped to ids (unknown
   pieces -> ``<unk>``) and given the model's end token, as Marian does; output ids are mapped back
   to pieces (special tokens dropped) and decoded with ``target.spm``. Without ``vocab.json`` the
-  SentencePiece ids are the model ids. A blank line gives a blank output line.
+  SentencePiece ids are the model ids. A blank line gives a blank output line. These files, like
+  ``config.json``, are read as model files are (:mod:`seqjit.models.files`): regular files inside the
+  directory, of bounded size; one present but unreadable (a FIFO, a link leaving the directory) is an
+  error, never skipped.
 
 Sources are batched by tokens (:func:`seqjit.commands.batching.process`); every output line is
 written and flushed as soon as all earlier ones are out. A line that cannot be used (not UTF-8, a
@@ -21,7 +24,7 @@ renamed into place when the run ends, and may not name the input file (nor a lin
 """
 from __future__ import annotations
 
-import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,8 +33,13 @@ from seqjit.commands.batching import Record, count_lines, process, read_lines
 from seqjit.commands.messages import Reporter, is_terminal
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.errors import ModelFormatError
+from seqjit.models.files import model_file, read_json, read_limited
 
 SPM_HINT = "pip install sentencepiece"
+#: the largest source.spm / target.spm read; a Marian model's is under 1 MiB
+SPM_MAX_BYTES = 64 << 20
+#: the largest vocab.json / target_vocab.json read; a Marian model's (~60k pieces) is about 1-2 MiB
+VOCAB_MAX_BYTES = 64 << 20
 
 
 def register(subparsers) -> None:
@@ -65,14 +73,12 @@ def load_any(path):
     directory = Path(path)
     if not directory.exists():
         raise ModelFormatError(f"{directory} does not exist (expected a model directory with config.json and model.safetensors)")
-    config = directory / "config.json"
-    if directory.is_dir() and config.is_file():
-        try:
-            data = json.loads(config.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            data = None  # seqjit.load reports it
-        if isinstance(data, dict) and "model_type" in data and "architecture" not in data:
-            return seqjit.from_hf(directory)
+    if directory.is_dir():
+        config = model_file(directory, "config.json")
+        if os.path.lexists(config):  # a missing one is reported by seqjit.load
+            data = read_json(config)
+            if "model_type" in data and "architecture" not in data:
+                return seqjit.from_hf(directory)
     return seqjit.load(directory)
 
 
@@ -84,13 +90,17 @@ def import_sentencepiece(why: str):
     return sentencepiece
 
 
+def tokenizer_file(directory: Path, name: str):
+    """``directory / name`` when present (a dangling link or a FIFO counts: reading it is refused
+    then, rather than the file being silently ignored); None when absent. Refused when it leaves
+    the model directory."""
+    path = model_file(directory, name)
+    return path if os.path.lexists(path) else None
+
+
 def _read_vocab(path: Path) -> dict:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ModelFormatError(f"{path} cannot be read as JSON: {exc}") from None
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool)
-                                             for k, v in data.items()):
+    data = read_json(path, max_bytes=VOCAB_MAX_BYTES)
+    if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in data.items()):
         raise ModelFormatError(f"{path} must hold a JSON object mapping pieces to integer ids")
     return data
 
@@ -103,17 +113,22 @@ class TextCodec:
         self.directory = directory
 
         def processor(path):
+            proto = read_limited(path, SPM_MAX_BYTES)  # bytes, never the path: sentencepiece would open anything
+            if not proto:
+                raise ModelFormatError(f"{path} is empty, not a SentencePiece model")
             try:
-                return spm.SentencePieceProcessor(model_file=str(path))
+                return spm.SentencePieceProcessor(model_proto=proto)
             except (OSError, RuntimeError) as exc:
                 raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
 
-        self.source = processor(directory / "source.spm")
-        self.target = processor(directory / "target.spm") if (directory / "target.spm").is_file() else self.source
+        self.source = processor(model_file(directory, "source.spm"))
+        target_spm = tokenizer_file(directory, "target.spm")
+        self.target = processor(target_spm) if target_spm is not None else self.source
         self.eos = model.eos_id
-        self.vocab = _read_vocab(directory / "vocab.json") if (directory / "vocab.json").is_file() else None
-        target_vocab = directory / "target_vocab.json"
-        tgt_vocab = _read_vocab(target_vocab) if target_vocab.is_file() else self.vocab
+        vocab = tokenizer_file(directory, "vocab.json")
+        self.vocab = _read_vocab(vocab) if vocab is not None else None
+        target_vocab = tokenizer_file(directory, "target_vocab.json")
+        tgt_vocab = _read_vocab(target_vocab) if target_vocab is not None else self.vocab
         self.unk = None
         if self.vocab is not None:
             self.unk = self.vocab.get("<unk>")
@@ -220,7 +235,7 @@ def run(args) -> int:
     directory = Path(args.model)
     model = load_any(directory)
     codec = None
-    if not args.ids and (directory / "source.spm").is_file():
+    if not args.ids and tokenizer_file(directory, "source.spm") is not None:
         codec = TextCodec(directory, model)
 
     max_positions = getattr(model.config, "max_positions", None)

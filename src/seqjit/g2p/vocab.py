@@ -9,15 +9,19 @@ directory stores the tables in ``g2p.json`` beside ``config.json`` and ``model.s
 from __future__ import annotations
 
 import json
+import os
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqjit.errors import ModelFormatError
+from seqjit.models.files import model_file, read_json
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
 G2P_FILE = "g2p.json"
+#: the largest g2p.json read; the bundled ones are about 2 KiB
+G2P_MAX_BYTES = 1 << 20
 
 
 def without_accents(text: str) -> str:
@@ -79,13 +83,12 @@ class Vocab:
 
     @classmethod
     def load(cls, directory) -> "Vocab":
-        path = Path(directory) / G2P_FILE
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise ModelFormatError(f"{path}: missing; a G2P model directory holds {G2P_FILE} (its symbol tables)") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise ModelFormatError(f"{path}: not valid JSON ({exc})") from None
+        """The tables in ``directory/g2p.json``, read as every model file is (:mod:`seqjit.models.files`):
+        a regular file inside the directory, of at most :data:`G2P_MAX_BYTES`."""
+        path = model_file(directory, G2P_FILE)
+        if not os.path.lexists(path):
+            raise ModelFormatError(f"{path}: missing; a G2P model directory holds {G2P_FILE} (its symbol tables)")
+        data = read_json(path, max_bytes=G2P_MAX_BYTES)
         if not isinstance(data, dict) or data.get("specials") != list(SPECIALS):
             raise ModelFormatError(f"{path}: expected an object with specials {list(SPECIALS)}")
         for key in ("graphemes", "phonemes"):
