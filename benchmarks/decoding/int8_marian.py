@@ -7,7 +7,7 @@ resident memory; model directory sizes; the batch-1 weight-read floor; int8-vs-f
 Every engine decodes exactly NEW_TOKENS (20) tokens for SRC_LEN (20) token sources. CTranslate2 int8
 is its float32 conversion loaded with ``compute_type="int8"`` (weights quantized at load, as its
 converter's ``--quantization int8`` would store them). The floor: the int8 bytes a decoder step reads
-(every decoder linear weight except the cross-attention K/V, computed once per source, plus the
+(every decoder projection except the cross-attention K/V, computed once per source, plus the
 output projection) over the bandwidth a large int8 matrix-vector product reaches here.
 """
 from __future__ import annotations
@@ -94,9 +94,11 @@ def floor(threads: int) -> dict:
 
     seqjit.set_num_threads(threads)
     model = seqjit.load(int8_dir())
+    # the decoder's projections (not the cross-attention K/V) and the output projection (the shared
+    # int8 table); the decoder embedding lookup reads one row per sequence
     step = sum(a.nbytes for n, a in model.weights.items()
-               if a.dtype == np.int8 and n.startswith(("decoder.", "lm_head")) and ".encoder_attn.k_proj" not in n
-               and ".encoder_attn.v_proj" not in n)
+               if a.dtype == np.int8 and n.startswith(("decoder.layers.", "lm_head", "shared."))
+               and ".encoder_attn.k_proj" not in n and ".encoder_attn.v_proj" not in n)
     rng = np.random.default_rng(0)
     big = rng.integers(-127, 128, (145000, 512), dtype=np.int8)
     scale = np.ones(145000, np.float32)

@@ -22,7 +22,7 @@ _127 = np.float32(127.0)
 _ZERO = np.float32(0.0)
 
 
-@njit(cache=True, error_model="numpy")
+@njit(cache=True, error_model="numpy", nogil=True)
 def _quantize(x, q, scale, qsum):
     m, k = x.shape
     for r in range(m):
@@ -61,13 +61,13 @@ def _out(acc, xs, ws, bias, has_bias, code):
 
 
 def _make(parallel: bool):
-    @njit(cache=True, error_model="numpy", parallel=parallel)
+    @njit(cache=True, error_model="numpy", parallel=parallel, nogil=True)
     def matmul(qx, qw, out):
         for j in prange(qw.shape[0]):
             for r in range(qx.shape[0]):
                 out[r, j] = _dot(qx, r, qw, j)
 
-    @njit(cache=True, error_model="numpy", parallel=parallel)
+    @njit(cache=True, error_model="numpy", parallel=parallel, nogil=True)
     def linear(qx, xs, qw, ws, bias, has_bias, code, out):
         for j in prange(qw.shape[0]):
             for r in range(qx.shape[0]):
