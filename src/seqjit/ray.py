@@ -134,14 +134,15 @@ class TranslatePredictor:
     def __init__(self, model, *, column: str = "text", ids: bool = False, beam_size: int = 1,
                  max_length: int | None = None, max_batch_tokens: int = 4096, max_batch_size: int = 256,
                  threads: int | None = 1):
-        from seqjit.commands.translate import TextCodec, load_any
+        from seqjit.commands.translate import TextCodec, load_any, tokenizer_file
 
         _check_options(beam_size=beam_size, max_length=max_length, max_batch_tokens=max_batch_tokens,
                        max_batch_size=max_batch_size, threads=threads)
         _set_threads(threads)
         directory = Path(model)
         self.model = load_any(directory)
-        self.codec = TextCodec(directory, self.model) if not ids and (directory / "source.spm").is_file() else None
+        spm = not ids and tokenizer_file(directory, "source.spm") is not None  # as seqjit translate decides
+        self.codec = TextCodec(directory, self.model) if spm else None
         self.max_positions = getattr(self.model.config, "max_positions", None)
         self.options = dict(beam_size=beam_size, max_length=resolve_max_length(max_length, self.max_positions),
                             return_scores=True)

@@ -307,13 +307,14 @@ def run_g2p(args, source) -> int:
 
 def run_translate(args) -> int:
     """``seqjit translate --ray``, its arguments checked by ``seqjit.commands.translate.run``."""
-    from seqjit.commands.translate import TextCodec, load_any
+    from seqjit.commands.translate import TextCodec, load_any, tokenizer_file
     from seqjit.ray import map_translate, resolve_max_length
 
     _check(args)
     directory = Path(args.model)
     model = load_any(directory)  # the line rules need it; a bad --model fails before Ray starts
-    codec = TextCodec(directory, model) if not args.ids and (directory / "source.spm").is_file() else None
+    spm = not args.ids and tokenizer_file(directory, "source.spm") is not None
+    codec = TextCodec(directory, model) if spm else None
     max_positions = getattr(model.config, "max_positions", None)
     max_length = resolve_max_length(args.max_length, max_positions)
     name = "<stdin>" if args.input == STDIO else args.input
