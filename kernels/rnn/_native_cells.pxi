@@ -1,49 +1,70 @@
 # Native GRU / LSTM cell steps for the replay VM: ``include "rnn/_native_cells.pxi"`` after
-# linear/_native.pxi. Two GEMVs (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate
-# math of reference.gru_gates / lstm_gates with the vectorisable sigmoid/tanh of _vecmath.pxi.
+# linear/_native.pxi. Weights as given ("out_in", [G*H, I]) or transposed ("in_out": the lowering
+# passes transposed copies for more than a few rows, where the broadcast kernel is faster). Two GEMVs (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate
+# math of reference.gru_gates / lstm_gates with the vectorisable sigmoid/tanh of _vecmath.pxi, in
+# short loops over few pointers each (gcc vectorises those; one loop over all the gate arrays it
+# did not, and the gates then cost as much as the products).
+
+
+cdef inline void gru_gates_row(float* xr, const float* hr, const float* h, float* out, int H) noexcept nogil:
+    """xr: [r | z | n] input projections (overwritten), hr: the hidden ones; out = h'."""
+    cdef int j
+    cdef float* zr = xr + H
+    cdef float* nr = xr + 2 * H
+    cdef const float* hn = hr + 2 * H
+    for j in range(2 * H):
+        xr[j] = sigmoid_f32(xr[j] + hr[j])
+    for j in range(H):
+        nr[j] = tanh_f32(nr[j] + xr[j] * hn[j])
+    for j in range(H):
+        out[j] = (<float>1.0 - zr[j]) * nr[j] + zr[j] * h[j]
+
+
+cdef inline void lstm_gates_row(float* xr, const float* hr, const float* c, float* h_out, float* c_out,
+                                int H) noexcept nogil:
+    """xr: [i | f | g | o] input projections (overwritten), hr: the hidden ones."""
+    cdef int j
+    for j in range(4 * H):
+        xr[j] = xr[j] + hr[j]
+    for j in range(2 * H):
+        xr[j] = sigmoid_f32(xr[j])
+    for j in range(H):
+        xr[2 * H + j] = tanh_f32(xr[2 * H + j])
+    for j in range(H):
+        xr[3 * H + j] = sigmoid_f32(xr[3 * H + j])
+    for j in range(H):
+        c_out[j] = xr[H + j] * c[j] + xr[j] * xr[2 * H + j]
+    for j in range(H):
+        h_out[j] = xr[3 * H + j] * tanh_f32(c_out[j])
 
 
 cdef void native_gru_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssize_t ldh,
                           const float* w_ih, const float* w_hh, const float* b_ih, const float* b_hh,
-                          float* out, Py_ssize_t ldo, int B, int I, int H, float* scratch, int nthreads) noexcept nogil:
+                          float* out, Py_ssize_t ldo, int B, int I, int H, float* scratch, int nthreads,
+                          bint out_in) noexcept nogil:
     cdef float* xg = scratch
     cdef float* hg = scratch + <Py_ssize_t>B * 3 * H
     cdef int b, j
-    cdef float r, z, n
+
     cdef float* xr
     cdef float* hr
-    native_linear(x, ldx, B, I, w_ih, 3 * H, True, b_ih, xg, 3 * H, _NONE, nthreads)
-    native_linear(h, ldh, B, H, w_hh, 3 * H, True, b_hh, hg, 3 * H, _NONE, nthreads)
+    native_linear(x, ldx, B, I, w_ih, 3 * H, out_in, b_ih, xg, 3 * H, _NONE, nthreads)
+    native_linear(h, ldh, B, H, w_hh, 3 * H, out_in, b_hh, hg, 3 * H, _NONE, nthreads)
     for b in range(B):
-        xr = xg + b * 3 * H
-        hr = hg + b * 3 * H
-        for j in range(H):
-            r = sigmoid_f32(xr[j] + hr[j])
-            z = sigmoid_f32(xr[H + j] + hr[H + j])
-            n = tanh_f32(xr[2 * H + j] + r * hr[2 * H + j])
-            out[b * ldo + j] = (<float>1.0 - z) * n + z * h[b * ldh + j]
+        gru_gates_row(xg + b * 3 * H, hg + b * 3 * H, h + b * ldh, out + b * ldo, H)
 
 
 cdef void native_lstm_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssize_t ldh,
                            const float* c, Py_ssize_t ldc, const float* w_ih, const float* w_hh,
                            const float* b_ih, const float* b_hh, float* h_out, float* c_out,
-                           int B, int I, int H, float* scratch, int nthreads) noexcept nogil:
+                           int B, int I, int H, float* scratch, int nthreads, bint out_in) noexcept nogil:
     cdef float* xg = scratch
     cdef float* hg = scratch + <Py_ssize_t>B * 4 * H
     cdef int b, j
-    cdef float ig, fg, gg, og, cn, a0, a1, a2, a3
+
     cdef float* xr
     cdef float* hr
-    native_linear(x, ldx, B, I, w_ih, 4 * H, True, b_ih, xg, 4 * H, _NONE, nthreads)
-    native_linear(h, ldh, B, H, w_hh, 4 * H, True, b_hh, hg, 4 * H, _NONE, nthreads)
+    native_linear(x, ldx, B, I, w_ih, 4 * H, out_in, b_ih, xg, 4 * H, _NONE, nthreads)
+    native_linear(h, ldh, B, H, w_hh, 4 * H, out_in, b_hh, hg, 4 * H, _NONE, nthreads)
     for b in range(B):
-        xr = xg + b * 4 * H
-        hr = hg + b * 4 * H
-        for j in range(H):
-            ig = sigmoid_f32(xr[j] + hr[j])
-            fg = sigmoid_f32(xr[H + j] + hr[H + j])
-            gg = tanh_f32(xr[2 * H + j] + hr[2 * H + j])
-            og = sigmoid_f32(xr[3 * H + j] + hr[3 * H + j])
-            cn = fg * c[b * ldc + j] + ig * gg
-            c_out[b * H + j] = cn
-            h_out[b * H + j] = og * tanh_f32(cn)
+        lstm_gates_row(xg + b * 4 * H, hg + b * 4 * H, c + b * ldc, h_out + b * H, c_out + b * H, H)

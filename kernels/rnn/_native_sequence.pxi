@@ -8,7 +8,8 @@
 # then per step the hidden projection of every row and the gate math of the rows still running.
 # Row (b, t) of x / out is b * rb + t * rt (batch-first: rb = T, rt = 1; time-major: rb = 1,
 # rt = B), rows ld elements apart; layers past the first read and write time-major scratch.
-# ``wtab``: per (layer, direction), the addresses of w_ih, w_hh, b_ih, b_hh (0: no bias).
+# ``wtab``: per (layer, direction), the addresses of w_ih, w_hh, b_ih, b_hh (0: no bias); the
+# weights as PyTorch stores them (``out_in``) or all transposed (the lowering's choice for batches).
 # scratch: T*B*G*H (input projections) + B*G*H + 2*B*H (h, c) + 2*T*B*D*H (layer outputs) floats.
 from libc.stdint cimport int64_t
 from libc.string cimport memset, memcpy
@@ -17,7 +18,8 @@ from libc.string cimport memset, memcpy
 cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize_t rt, Py_ssize_t ldx, int I,
                               const float* h0, const float* c0, const int64_t* lengths, const Py_ssize_t* wtab,
                               float* out, Py_ssize_t ldo, float* h_n, float* c_n,
-                              int B, int T, int H, int L, int D, float* scratch, int nthreads) noexcept nogil:
+                              int B, int T, int H, int L, int D, float* scratch, int nthreads,
+                              bint out_in) noexcept nogil:
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, DH = <Py_ssize_t>D * H
     cdef float* xg = scratch
@@ -31,10 +33,9 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
     cdef float* lout
     cdef int k, d, s, b, t, j, n_in = I, len_b
     cdef const Py_ssize_t* wt
-    cdef const float* xr
+    cdef float* xr
     cdef const float* hr
     cdef float* orow
-    cdef float r, z, nn, ig, fg, gg, og, cn
     for k in range(L):
         if k == L - 1:
             lout, o_rb, o_rt, o_ld = out, rb, rt, ldo
@@ -46,7 +47,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
         for d in range(D):
             wt = wtab + (k * D + d) * 4
             # input projection of every row (b, t) of the layer input, in the input's row order
-            native_linear(lin, in_ld, B * T, n_in, <const float*>wt[0], <int>GH, True, <const float*>wt[2],
+            native_linear(lin, in_ld, B * T, n_in, <const float*>wt[0], <int>GH, out_in, <const float*>wt[2],
                           xg, GH, _NONE, nthreads)
             if h0 != NULL:
                 memcpy(h, h0 + <Py_ssize_t>(k * D + d) * B * H, B * H * sizeof(float))
@@ -58,7 +59,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                 else:
                     memset(c, 0, B * H * sizeof(float))
             for s in range(T):
-                native_linear(h, H, B, H, <const float*>wt[1], <int>GH, True, <const float*>wt[3], hg, GH, _NONE,
+                native_linear(h, H, B, H, <const float*>wt[1], <int>GH, out_in, <const float*>wt[3], hg, GH, _NONE,
                               nthreads)
                 for b in range(B):
                     len_b = T if lengths == NULL else <int>lengths[b]
@@ -69,22 +70,10 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                     hr = hg + b * GH
                     orow = lout + (b * o_rb + t * o_rt) * o_ld + d * H
                     if lstm:
-                        for j in range(H):
-                            ig = sigmoid_f32(xr[j] + hr[j])
-                            fg = sigmoid_f32(xr[H + j] + hr[H + j])
-                            gg = tanh_f32(xr[2 * H + j] + hr[2 * H + j])
-                            og = sigmoid_f32(xr[3 * H + j] + hr[3 * H + j])
-                            cn = fg * c[b * H + j] + ig * gg
-                            c[b * H + j] = cn
-                            h[b * H + j] = og * tanh_f32(cn)
-                            orow[j] = h[b * H + j]
+                        lstm_gates_row(xr, hr, c + b * H, h + b * H, c + b * H, H)
                     else:
-                        for j in range(H):
-                            r = sigmoid_f32(xr[j] + hr[j])
-                            z = sigmoid_f32(xr[H + j] + hr[H + j])
-                            nn = tanh_f32(xr[2 * H + j] + r * hr[2 * H + j])
-                            h[b * H + j] = (<float>1.0 - z) * nn + z * h[b * H + j]
-                            orow[j] = h[b * H + j]
+                        gru_gates_row(xr, hr, h + b * H, h + b * H, H)
+                    memcpy(orow, h + b * H, H * sizeof(float))
             memcpy(h_n + <Py_ssize_t>(k * D + d) * B * H, h, B * H * sizeof(float))
             if lstm:
                 memcpy(c_n + <Py_ssize_t>(k * D + d) * B * H, c, B * H * sizeof(float))

@@ -133,10 +133,11 @@ def test_gru_and_lstm_cells(batch, hidden):
     np.testing.assert_allclose(out["c1"], c_ref, **TOL)
 
 
-def test_additive_attention():
-    b, s, a, dq, dk = 3, 7, 12, 9, 5
+@pytest.mark.parametrize("b", [3, 6])
+def test_additive_attention(b):
+    s, a, dq, dk = 7, 12, 9, 5
     q, kp, k, wq, v = f32(b, dq), f32(b, s, a), f32(b, s, dk), f32(a, dq, scale=0.3), f32(a)
-    lengths = np.array([7, 3, 0], np.int64)
+    lengths = np.array([7, 3, 0, 1, 7, 4][:b], np.int64)
 
     def build(g):
         ctx, w = g.op("additive_attention", g.input("q", dtype="float"), g.input("kp", dtype="float"),
@@ -229,8 +230,9 @@ def test_native_greedy_runs_no_python_per_token(model_pairs, monkeypatch):
 @pytest.mark.parametrize("mode", ["gru", "lstm"])
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("layers,dirs", [(1, 1), (2, 2)])
-def test_rnn_sequences(mode, batch_first, layers, dirs):
-    b, t, i, h = 3, 6, 5, 8
+@pytest.mark.parametrize("b", [3, 6])  # up to 4 rows: weights as stored; more: transposed copies
+def test_rnn_sequences(mode, batch_first, layers, dirs, b):
+    t, i, h = 6, 5, 8
     g = 3 if mode == "gru" else 4
     params = {}
     for k in range(layers):
@@ -240,7 +242,7 @@ def test_rnn_sequences(mode, batch_first, layers, dirs):
             params["weight_hh" + sfx] = f32(g * h, h, scale=0.4)
             params["bias_ih" + sfx], params["bias_hh" + sfx] = f32(g * h), f32(g * h)
     x = f32(b, t, i) if batch_first else f32(t, b, i)
-    lengths = np.array([6, 2, 0], np.int64)
+    lengths = np.array([6, 2, 0, 5, 1, 6][:b], np.int64)
     keys = tuple(params)
 
     def build(gb):

@@ -20,9 +20,10 @@ from seqjit.kernels.activations import spec as act_spec
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
           attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
           linear_int8=17, embedding_int8=18)
-#: a linear of at least this many multiply-adds may use the run's threads; smaller ones run on the
-#: calling thread (waking a thread costs more than they do)
-PARALLEL_MACS = 1 << 21
+#: a node of at least this many multiply-adds may use the run's threads; smaller ones run on the
+#: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
+#: core is busy with another process costs far more: only products of ~200 us or more pay.
+PARALLEL_MACS = 1 << 24
 #: a linear of more than 4 rows runs on the transposed weight ("in_out": a broadcast kernel without
 #: horizontal sums); weights up to this size get a transposed copy, shared by the graph's plans
 TRANSPOSE_MAX_BYTES = 16 << 20
@@ -209,6 +210,14 @@ class Lowering:
         if layout == 0 and m > 4 and wa.nbytes <= TRANSPOSE_MAX_BYTES:
             weight, layout = self._transposed(w, wa), 1
         self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
+
+    def _batch_layout(self, rows, *weights):
+        """The weights (value names) as the kernel should read them for ``rows`` rows: as stored
+        (layout 0, "out_in": the dot-product GEMV, best for a few rows), or transposed copies
+        (layout 1, "in_out": the broadcast kernel, best for more)."""
+        if rows <= 4 or any(self.arrays[w].nbytes > TRANSPOSE_MAX_BYTES for w in weights):
+            return list(weights), 0
+        return [self._transposed(w, _contig(self.arrays[w])) for w in weights], 1
 
     def _transposed(self, name, w):
         """``w.T`` contiguous, made once per graph (shared by its plans)."""
@@ -408,7 +417,8 @@ class Lowering:
                 _contig(self.arrays[n])
         scratch = np.zeros(2 * bsz * 3 * hd, np.float32)
         threads = 0 if bsz * 3 * hd * (i + hd) >= PARALLEL_MACS else 1
-        self.emit("gru_cell", [x, h, w_ih, w_hh, b_ih, b_hh, y, scratch], [bsz, i, hd, ldx, ldh, ldo],
+        (w_ih, w_hh), layout = self._batch_layout(bsz, w_ih, w_hh)
+        self.emit("gru_cell", [x, h, w_ih, w_hh, b_ih, b_hh, y, scratch], [bsz, i, hd, ldx, ldh, ldo, layout],
                   threads=threads, keep=[scratch])
 
     def op_lstm_cell(self, node, attrs):
@@ -423,7 +433,8 @@ class Lowering:
         _contig(self.arrays[ho]), _contig(self.arrays[co])
         scratch = np.zeros(2 * bsz * 4 * hd, np.float32)
         threads = 0 if bsz * 4 * hd * (i + hd) >= PARALLEL_MACS else 1
-        self.emit("lstm_cell", [x, h, c, w_ih, w_hh, b_ih, b_hh, ho, co, scratch], [bsz, i, hd, ldx, ldh, ldc],
+        (w_ih, w_hh), layout = self._batch_layout(bsz, w_ih, w_hh)
+        self.emit("lstm_cell", [x, h, c, w_ih, w_hh, b_ih, b_hh, ho, co, scratch], [bsz, i, hd, ldx, ldh, ldc, layout],
                   threads=threads, keep=[scratch])
 
     def op_gru(self, node, attrs):
@@ -452,13 +463,17 @@ class Lowering:
         hidden = self.arrays[weights["weight_hh_l0"]].shape[1]
         b, t = (xa.shape[0], xa.shape[1]) if attrs["batch_first"] else (xa.shape[1], xa.shape[0])
         rb, rt = (t, 1) if attrs["batch_first"] else (1, b)
+        transpose = b > 4
         table = []
         for k in range(layers):
             for d in range(dirs):
                 sfx = f"_l{k}" + ("_reverse" if d else "")
                 for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                     w = weights.get(name + sfx)
-                    table.append(0 if w is None else _addr(_contig(self.arrays[w])))
+                    if w is not None and transpose and name.startswith("weight"):
+                        table.append(_addr(self._transposed(w, _contig(self.arrays[w]))))
+                    else:
+                        table.append(0 if w is None else _addr(_contig(self.arrays[w])))
         wtab = np.array(table, np.int64)
         g = 4 if lstm else 3
         scratch = np.zeros(t * b * g * hidden + b * g * hidden + 2 * b * hidden + 2 * t * b * dirs * hidden + 16,
@@ -467,8 +482,9 @@ class Lowering:
         h0 = states[0]
         c0 = states[1] if lstm else None
         self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch],
-                  [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs],
-                  threads=0 if macs >= 8 * PARALLEL_MACS else 1, keep=[wtab, scratch])
+                  [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs,
+                   int(transpose)],
+                  threads=0 if macs >= PARALLEL_MACS else 1, keep=[wtab, scratch])
 
     def op_additive_attention(self, node, attrs):
         q, kp, k, w_q, v, lengths = (list(node.inputs) + [None])[:6]
@@ -481,7 +497,8 @@ class Lowering:
         _contig(self.arrays[ctx]), _contig(self.arrays[wts])
         s, a = kpa.shape[1], kpa.shape[2]
         scratch = np.zeros(bsz * a + a, np.float32)
-        self.emit("additive", [q, kp, k, w_q, v, lengths, ctx, wts, scratch], [bsz, s, a, dq, ka.shape[2], ldq],
+        (w_q,), layout = self._batch_layout(bsz, w_q)
+        self.emit("additive", [q, kp, k, w_q, v, lengths, ctx, wts, scratch], [bsz, s, a, dq, ka.shape[2], ldq, layout],
                   keep=[scratch])
 
 
