@@ -6,6 +6,7 @@
 from libc.stdint cimport int8_t, int32_t
 
 cdef extern from "linear_int8/_qgemm.h" nogil:
+    int SJQ_STREAM
     int sjq_detect()
     float sjq_quantize_row(int isa, const float *x, long K, int8_t *q, int32_t *qsum)
     void sjq_columns(int isa, const int8_t *qx, long ldq, const int32_t *xsum, const float *xs, long M, long K,
@@ -21,15 +22,16 @@ cdef void native_linear_int8(const float* x, Py_ssize_t ldx, int M, int K, const
                              int32_t* xsum, float* xs, int nthreads) noexcept nogil:
     cdef int m, t
     cdef long blocks = (N + QBLOCK_COLS - 1) // QBLOCK_COLS, c0, c1
+    cdef int isa = _native_qisa | (SJQ_STREAM if <long>N * K >= (1 << 21) else 0)  # (see cython_cpu.STREAM_BYTES)
     for m in range(M):
         xs[m] = sjq_quantize_row(_native_qisa, x + m * ldx, K, qx + <Py_ssize_t>m * K, &xsum[m])
     if nthreads > 1 and blocks > 1:
         for t in prange(blocks, nogil=True, num_threads=nthreads, schedule="static"):
             c0 = t * QBLOCK_COLS
             c1 = N if c0 + QBLOCK_COLS > N else c0 + QBLOCK_COLS
-            sjq_columns(_native_qisa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, c0, c1)
+            sjq_columns(isa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, c0, c1)
     else:
-        sjq_columns(_native_qisa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, 0, N)
+        sjq_columns(isa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, 0, N)
     if act != _NONE:
         for m in range(M):
             act_row_f32(y + m * ldy, NULL, y + m * ldy, N, act)

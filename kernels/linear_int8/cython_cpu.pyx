@@ -26,6 +26,7 @@ cdef extern from "_qgemm.h" nogil:
     int SJQ_PORTABLE
     int SJQ_AVX2
     int SJQ_VNNI
+    int SJQ_STREAM
     int sjq_detect()
     int sjq_clamp_isa(int isa)
     float sjq_quantize_row(int isa, const float *x, long K, int8_t *q, int32_t *qsum)
@@ -37,6 +38,8 @@ cdef extern from "_qgemm.h" nogil:
 BLOCK_COLS = 64
 #: products with more multiply-adds than this (M * N * K) use OpenMP threads
 PARALLEL_MACS = 1 << 20
+#: weights of at least this many bytes are streamed from memory: every tile prefetches them ahead
+STREAM_BYTES = 1 << 21
 
 ISA_NAMES = {SJQ_PORTABLE: "portable", SJQ_AVX2: "avx2", SJQ_VNNI: "avx512_vnni"}
 cdef int _isa = sjq_detect()
@@ -72,8 +75,10 @@ cdef void _block(int isa, const int8_t* qx, const int32_t* xsum, const float* xs
 
 cdef void _product(int isa, const int8_t* qx, const int32_t* xsum, const float* xs, long M, long K,
                    const int8_t* w, const float* ws, const float* bias, int code, float* out, int32_t* acc,
-                   long N, int threads, long cols, long parallel_macs) noexcept nogil:
+                   long N, int threads, long cols, long parallel_macs, long stream_bytes) noexcept nogil:
     cdef long blocks = (N + cols - 1) // cols, t
+    if N * K >= stream_bytes:
+        isa = isa | SJQ_STREAM
     if threads > 1 and M * N * K > parallel_macs and blocks > 1:
         for t in prange(blocks, schedule="static", num_threads=threads, nogil=True):
             _block(isa, qx, xsum, xs, M, K, w, ws, bias, code, out, acc, N, t * cols, min(N, (t + 1) * cols))
@@ -113,13 +118,13 @@ def matmul_int8(qx, qw):
     cdef int32_t[:, ::1] ov = out
     cdef int32_t[::1] xsum = np.zeros(M, np.int32)
     cdef int threads = get_num_threads(), path = _isa
-    cdef long cols = BLOCK_COLS, parallel_macs = PARALLEL_MACS
+    cdef long cols = BLOCK_COLS, parallel_macs = PARALLEL_MACS, stream_bytes = STREAM_BYTES
     with nogil:
         for m in range(M):
             for k in range(K):
                 xsum[m] += xv[m, k]
         _product(path, &xv[0, 0], &xsum[0], NULL, M, K, &wv[0, 0], NULL, NULL, 0, NULL, &ov[0, 0], N, threads, cols,
-                 parallel_macs)
+                 parallel_macs, stream_bytes)
     return out
 
 
@@ -136,7 +141,7 @@ def linear_int8(x, weight, scale, bias=None, *, activation=None, out=None):
     cdef float[:, ::1] ov = o2
     cdef const float* bp = NULL
     cdef int threads = get_num_threads(), path = _isa
-    cdef long cols = BLOCK_COLS, parallel_macs = PARALLEL_MACS
+    cdef long cols = BLOCK_COLS, parallel_macs = PARALLEL_MACS, stream_bytes = STREAM_BYTES
     cdef int act = code
     if b is not None:
         bv = b
@@ -157,7 +162,7 @@ def linear_int8(x, weight, scale, bias=None, *, activation=None, out=None):
                 xs[m] = 0
                 xsum[m] = 0
         _product(path, qx, xsum, xs, M, K, &wv[0, 0], &wsv[0], bp, act, &ov[0, 0],
-                 NULL, N, threads, cols, parallel_macs)
+                 NULL, N, threads, cols, parallel_macs, stream_bytes)
     free(qx)
     free(xsum)
     free(xs)
