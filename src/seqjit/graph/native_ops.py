@@ -1,0 +1,371 @@
+"""How each op becomes native instructions: one ``op_<name>`` method per op with a native kernel
+(mixed into :class:`seqjit.graph.lowering.Lowering`, which supplies ``arrays``, ``emit`` and
+``own``). A method raises :class:`Unsupported` for a layout its kernel does not take; the node then
+runs as a Python callback. Strides are in elements; the last axis of every float operand is
+contiguous.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from seqjit.kernels.activations import spec as act_spec
+
+OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
+          attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
+          linear_int8=17, embedding_int8=18)
+#: a node of at least this many multiply-adds may use the run's threads; smaller ones run on the
+#: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
+#: core is busy with another process costs far more: only products of ~200 us or more pay.
+PARALLEL_MACS = 1 << 24
+#: a linear of more than 4 rows runs on the transposed weight ("in_out": a broadcast kernel without
+#: horizontal sums); weights up to this size get a transposed copy, shared by the graph's plans
+TRANSPOSE_MAX_BYTES = 16 << 20
+_F32 = np.dtype(np.float32)
+_I64 = np.dtype(np.int64)
+_ACT = {None: act_spec.NONE, "relu": act_spec.RELU, "gelu": act_spec.GELU, "gelu_tanh": act_spec.GELU_TANH,
+        "silu": act_spec.SILU, "tanh": act_spec.TANH}
+
+
+class Unsupported(Exception):
+    """This node (or plan) has no native form; the caller falls back."""
+
+
+def _addr(a: np.ndarray) -> int:
+    return a.__array_interface__["data"][0]
+
+
+def _rows(a: np.ndarray):
+    """``a`` as rows of its last axis: (M, K, row stride in elements); the last axis contiguous and
+    the rows equally spaced (a view, never a copy)."""
+    if a.dtype != _F32 or (a.ndim and a.strides[-1] != 4 and a.shape[-1] > 1):
+        raise Unsupported("rows")
+    k = a.shape[-1] if a.ndim else 1
+    v = a.view()
+    try:
+        v.shape = (-1, k)
+    except AttributeError:
+        raise Unsupported("rows are not equally spaced") from None
+    ld = v.strides[0] // 4 if v.shape[0] > 1 else k
+    return v.shape[0], k, ld
+
+
+def _contig(a: np.ndarray, dtype=_F32) -> np.ndarray:
+    if a.dtype != dtype or not a.flags.c_contiguous:
+        raise Unsupported("needs a C-contiguous array")
+    return a
+
+
+def _strides4(shape, strides, itemsize):
+    pad = 4 - len(shape)
+    if pad < 0:
+        raise Unsupported("copy of more than 4 dimensions")
+    return [1] * pad + list(shape), [0] * pad + [s // itemsize for s in strides]
+
+
+class OpLowerings:
+    """The ``op_*`` methods of :class:`~seqjit.graph.lowering.Lowering`."""
+
+    def op_linear(self, node, attrs):
+        x, w, b = (list(node.inputs) + [None])[:3]
+        (y,) = node.outputs
+        m, k, ldx = _rows(self.arrays[x])
+        wa = _contig(self.arrays[w])
+        my, n, ldy = _rows(self.arrays[y])  # n: the output width, whatever the weight layout
+        if b is not None:
+            _contig(self.arrays[b])
+        if my != m:
+            raise Unsupported("rows")
+        threads = 0 if m * n * k >= PARALLEL_MACS else 1
+        layout = 0 if attrs["weight_layout"] == "out_in" else 1
+        weight = w
+        if layout == 0 and m > 4 and wa.nbytes <= TRANSPOSE_MAX_BYTES:
+            weight, layout = self._transposed(w, wa), 1
+        self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
+
+    def _batch_layout(self, rows, *weights):
+        """The weights (value names) as the kernel should read them for ``rows`` rows: as stored
+        (layout 0, "out_in": the dot-product GEMV, best for a few rows), or transposed copies
+        (layout 1, "in_out": the broadcast kernel, best for more)."""
+        if rows <= 4 or any(self.arrays[w].nbytes > TRANSPOSE_MAX_BYTES for w in weights):
+            return list(weights), 0
+        return [self._transposed(w, _contig(self.arrays[w])) for w in weights], 1
+
+    def _transposed(self, name, w):
+        """``w.T`` contiguous, made once per graph (shared by its plans)."""
+        cache = self.plan.graph.__dict__.setdefault("_native_transposed", {})
+        wt = cache.get(name)
+        if wt is None:
+            wt = cache[name] = np.ascontiguousarray(w.T)
+        return wt
+
+    def op_linear_int8(self, node, attrs):
+        x, w, scale, b = (list(node.inputs) + [None])[:4]
+        (y,) = node.outputs
+        m, k, ldx = _rows(self.arrays[x])
+        n = _contig(self.arrays[w], np.dtype(np.int8)).shape[0]
+        _contig(self.arrays[scale])
+        if b is not None:
+            _contig(self.arrays[b])
+        my, _, ldy = _rows(self.arrays[y])
+        if my != m or k > 65536:
+            raise Unsupported("linear_int8 shape")
+        qx, xsum, xs = np.zeros(m * k, np.int8), np.zeros(m, np.int32), np.zeros(m, np.float32)
+        threads = 0 if m * n * k >= PARALLEL_MACS else 1
+        self.emit("linear_int8", [x, w, scale, b, y, qx, xsum, xs], [m, k, n, ldx, ldy, _ACT[attrs["activation"]]],
+                  threads=threads, keep=[qx, xsum, xs])
+
+    def op_layer_norm(self, node, attrs):
+        x, g, b = node.inputs
+        (y,) = node.outputs
+        m, d, ldx = _rows(self.arrays[x])
+        _, _, ldy = _rows(self.arrays[y])
+        self.emit("layer_norm", [x, g, b, y], [m, d, ldx, ldy], [attrs["eps"]])
+
+    def op_add(self, node, attrs):
+        a, b = node.inputs
+        (y,) = node.outputs
+        arrs = [self.arrays[a], self.arrays[b], self.arrays[y]]
+        if len({x.shape for x in arrs}) != 1:
+            raise Unsupported("broadcasting add")
+        for x in arrs:
+            _contig(x)
+        self.emit("add", [a, b, y], [arrs[2].size])
+
+    def op_embedding(self, node, attrs):
+        ids, table, pos = (list(node.inputs) + [None])[:3]
+        (y,) = node.outputs
+        ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table])
+        _contig(self.arrays[y])
+        length = 1
+        if pos is not None:
+            length = _contig(self.arrays[pos]).shape[0]
+        self.emit("embedding", [ids, table, pos, y], [ia.size, ta.shape[1], length, ta.shape[0]], [attrs["scale"]])
+
+    def op_embedding_int8(self, node, attrs):
+        ids, table, row_scale, pos = (list(node.inputs) + [None])[:4]
+        (y,) = node.outputs
+        ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table], np.dtype(np.int8))
+        _contig(self.arrays[row_scale]), _contig(self.arrays[y])
+        length = 1 if pos is None else _contig(self.arrays[pos]).shape[0]
+        self.emit("embedding_int8", [ids, table, pos, y, row_scale], [ia.size, ta.shape[1], length, ta.shape[0]],
+                  [float(np.float32(attrs["scale"]))])
+
+    def op_position_at(self, node, attrs):
+        table, step = node.inputs
+        (y,) = node.outputs
+        ta = _contig(self.arrays[table])
+        _contig(self.arrays[step], _I64)
+        self.arrays[y] = self.own(self.plan.specs[y])
+        self.emit("position_at", [table, step, self.arrays[y]], [ta.shape[1], attrs["offset"], ta.shape[0]])
+
+    def op_kv_write(self, node, attrs):
+        cache, x, step = node.inputs
+        ca = _contig(self.arrays[cache])
+        b, h, t, d = ca.shape
+        xv = self.arrays[x].view()
+        try:
+            xv.shape = (b, h, d)
+        except AttributeError:
+            raise Unsupported("kv_write source layout") from None
+        if xv.dtype != _F32 or (d > 1 and xv.strides[2] != 4):
+            raise Unsupported("kv_write source layout")
+        _contig(self.arrays[step], _I64)
+        self.emit("kv_write", [cache, x, step], [b, h, t, d, xv.strides[0] // 4, xv.strides[1] // 4])
+
+    def op_step_lengths(self, node, attrs):
+        step, _ = node.inputs
+        (y,) = node.outputs
+        _contig(self.arrays[step], _I64)
+        self.emit("step_lengths", [step, y], [_contig(self.arrays[y], _I64).size])
+
+    def op_attention(self, node, attrs):
+        if attrs["return_weights"]:
+            raise Unsupported("attention weights")
+        q, k, v, lengths = (list(node.inputs) + [None])[:4]
+        (o,) = node.outputs
+        arrs = [self.arrays[n] for n in (q, k, v, o)]
+        for a in arrs:
+            if a.dtype != _F32 or a.ndim != 4 or (a.shape[3] > 1 and a.strides[3] != 4):
+                raise Unsupported("attention layout")
+        if lengths is not None:
+            _contig(self.arrays[lengths], _I64)
+        qa, ka, va, _ = arrs
+        B, H, Lq, D = qa.shape
+        Lk, Dv = ka.shape[2], va.shape[3]
+        scale = float(np.float32(1.0 / math.sqrt(D) if attrs["scale"] is None else attrs["scale"]))
+        scratch = np.zeros(max(Lq * Lk, 1), np.float32)
+        strides = [s // 4 for a in arrs for s in a.strides[:3]]
+        self.emit("attention", [q, k, v, lengths, o, scratch], [B, H, Lq, Lk, D, Dv, int(attrs["causal"]), *strides],
+                  [scale], keep=[scratch])
+
+    def _activation(self, node, code):
+        (x,), (y,) = node.inputs, node.outputs
+        xa = _contig(self.arrays[x])
+        _contig(self.arrays[y])
+        self.emit("act", [x, y], [xa.size, code])
+
+    def op_relu(self, node, attrs):
+        self._activation(node, act_spec.RELU)
+
+    def op_gelu(self, node, attrs):
+        self._activation(node, act_spec.GELU_TANH if attrs.get("approximate") == "tanh" else act_spec.GELU)
+
+    def op_silu(self, node, attrs):
+        self._activation(node, act_spec.SILU)
+
+    def op_tanh(self, node, attrs):
+        self._activation(node, act_spec.TANH)
+
+    def _emit_copy(self, src_name, src_view, dst_name, dst_view):
+        """A strided copy of ``src_view`` (a view of value ``src_name``'s array) into ``dst_view``
+        (a view of ``dst_name``'s)."""
+        if (src_view.shape != dst_view.shape or src_view.dtype != dst_view.dtype
+                or src_view.dtype.itemsize not in (4, 8)):
+            raise Unsupported("copy")
+        shape, ss = _strides4(src_view.shape, src_view.strides, src_view.itemsize)
+        _, ds = _strides4(dst_view.shape, dst_view.strides, dst_view.itemsize)
+        patches = []
+        sp = _addr(src_view)
+        if src_name in self.origin:
+            slot, _ = self.origin[src_name]
+            patches.append((0, slot, sp - _addr(self.current[slot])))
+        if dst_name in self.origin:
+            raise Unsupported("copy into a graph input")
+        self.prog.add(OP["copy"], [sp, _addr(dst_view)], [4, *shape, *ss, *ds, src_view.itemsize], (), 1, patches, ())
+
+    def op_split_heads(self, node, attrs):
+        (x,), (y,) = node.inputs, node.outputs
+        b, h, l, d = self.arrays[y].shape
+        xv = self.arrays[x].reshape(b, l, h, d).transpose(0, 2, 1, 3)
+        if not np.shares_memory(xv, self.arrays[x]):
+            raise Unsupported("split_heads source")
+        self._emit_copy(x, xv, y, self.arrays[y])
+
+    def op_merge_heads(self, node, attrs):
+        (x,), (y,) = node.inputs, node.outputs
+        xa = self.arrays[x]
+        b, h, l, d = xa.shape
+        yv = self.arrays[y].reshape(b, l, h, d)
+        if not np.shares_memory(yv, self.arrays[y]):
+            raise Unsupported("merge_heads target")
+        self._emit_copy(x, xa.transpose(0, 2, 1, 3), y, yv)
+
+    def op_transpose(self, node, attrs):
+        (x,), (y,) = node.inputs, node.outputs
+        self._emit_copy(x, self.arrays[x].transpose(tuple(attrs["axes"])), y, self.arrays[y])
+
+    def op_concat(self, node, attrs):
+        (y,) = node.outputs
+        ya = self.arrays[y]
+        axis = int(attrs["axis"]) % ya.ndim
+        start = 0
+        for x in node.inputs:
+            xa = self.arrays[x]
+            index = [slice(None)] * ya.ndim
+            index[axis] = slice(start, start + xa.shape[axis])
+            self._emit_copy(x, xa, y, ya[tuple(index)])
+            start += xa.shape[axis]
+
+    def op_select_first_step(self, node, attrs):
+        step, first, rest = node.inputs
+        (y,) = node.outputs
+        _contig(self.arrays[step], _I64)
+        _contig(self.arrays[first]), _contig(self.arrays[rest])
+        self.emit("select_first", [step, first, rest, y], [_contig(self.arrays[y]).nbytes])
+
+    def op_gru_cell(self, node, attrs):
+        x, h, w_ih, w_hh, b_ih, b_hh = (list(node.inputs) + [None, None])[:6]
+        (y,) = node.outputs
+        bsz, i, ldx = _rows(self.arrays[x])
+        _, hd, ldh = _rows(self.arrays[h])
+        _, _, ldo = _rows(self.arrays[y])
+        for n in (w_ih, w_hh, b_ih, b_hh):
+            if n is not None:
+                _contig(self.arrays[n])
+        scratch = np.zeros(2 * bsz * 3 * hd, np.float32)
+        threads = 0 if bsz * 3 * hd * (i + hd) >= PARALLEL_MACS else 1
+        (w_ih, w_hh), layout = self._batch_layout(bsz, w_ih, w_hh)
+        self.emit("gru_cell", [x, h, w_ih, w_hh, b_ih, b_hh, y, scratch], [bsz, i, hd, ldx, ldh, ldo, layout],
+                  threads=threads, keep=[scratch])
+
+    def op_lstm_cell(self, node, attrs):
+        x, h, c, w_ih, w_hh, b_ih, b_hh = (list(node.inputs) + [None, None])[:7]
+        ho, co = node.outputs
+        bsz, i, ldx = _rows(self.arrays[x])
+        _, hd, ldh = _rows(self.arrays[h])
+        _, _, ldc = _rows(self.arrays[c])
+        for n in (w_ih, w_hh, b_ih, b_hh):
+            if n is not None:
+                _contig(self.arrays[n])
+        _contig(self.arrays[ho]), _contig(self.arrays[co])
+        scratch = np.zeros(2 * bsz * 4 * hd, np.float32)
+        threads = 0 if bsz * 4 * hd * (i + hd) >= PARALLEL_MACS else 1
+        (w_ih, w_hh), layout = self._batch_layout(bsz, w_ih, w_hh)
+        self.emit("lstm_cell", [x, h, c, w_ih, w_hh, b_ih, b_hh, ho, co, scratch], [bsz, i, hd, ldx, ldh, ldc, layout],
+                  threads=threads, keep=[scratch])
+
+    def op_gru(self, node, attrs):
+        self._sequence(node, attrs, lstm=False)
+
+    def op_lstm(self, node, attrs):
+        self._sequence(node, attrs, lstm=True)
+
+    def _sequence(self, node, attrs, lstm):
+        n_states = 2 if lstm else 1
+        x, states, lengths = node.inputs[0], node.inputs[1:1 + n_states], node.inputs[1 + n_states]
+        weights = dict(zip(attrs["keys"], node.inputs[2 + n_states:]))
+        xa = _contig(self.arrays[x])
+        out, h_n = self.arrays[node.outputs[0]], self.arrays[node.outputs[1]]
+        c_n = self.arrays[node.outputs[2]] if lstm else None
+        for a in (out, h_n, c_n):
+            if a is not None:
+                _contig(a)
+        for s_ in states:
+            if s_ is not None:
+                _contig(self.arrays[s_])
+        if lengths is not None:
+            _contig(self.arrays[lengths], _I64)
+        layers = 1 + max(int(k.rsplit("_l", 1)[1].split("_")[0]) for k in weights if k.startswith("weight_hh_l"))
+        dirs = 2 if any(k.endswith("_reverse") for k in weights) else 1
+        hidden = self.arrays[weights["weight_hh_l0"]].shape[1]
+        b, t = (xa.shape[0], xa.shape[1]) if attrs["batch_first"] else (xa.shape[1], xa.shape[0])
+        rb, rt = (t, 1) if attrs["batch_first"] else (1, b)
+        transpose = b > 4
+        table = []
+        for k in range(layers):
+            for d in range(dirs):
+                sfx = f"_l{k}" + ("_reverse" if d else "")
+                for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+                    w = weights.get(name + sfx)
+                    if w is not None and transpose and name.startswith("weight"):
+                        table.append(_addr(self._transposed(w, _contig(self.arrays[w]))))
+                    else:
+                        table.append(0 if w is None else _addr(_contig(self.arrays[w])))
+        wtab = np.array(table, np.int64)
+        g = 4 if lstm else 3
+        scratch = np.zeros(t * b * g * hidden + b * g * hidden + 2 * b * hidden + 2 * t * b * dirs * hidden + 16,
+                           np.float32)
+        macs = t * b * g * hidden * (xa.shape[2] + hidden)
+        h0 = states[0]
+        c0 = states[1] if lstm else None
+        self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch],
+                  [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs,
+                   int(transpose)],
+                  threads=0 if macs >= PARALLEL_MACS else 1, keep=[wtab, scratch])
+
+    def op_additive_attention(self, node, attrs):
+        q, kp, k, w_q, v, lengths = (list(node.inputs) + [None])[:6]
+        ctx, wts = node.outputs
+        bsz, dq, ldq = _rows(self.arrays[q])
+        kpa, ka = _contig(self.arrays[kp]), _contig(self.arrays[k])
+        _contig(self.arrays[w_q]), _contig(self.arrays[v])
+        if lengths is not None:
+            _contig(self.arrays[lengths], _I64)
+        _contig(self.arrays[ctx]), _contig(self.arrays[wts])
+        s, a = kpa.shape[1], kpa.shape[2]
+        scratch = np.zeros(bsz * a + a, np.float32)
+        (w_q,), layout = self._batch_layout(bsz, w_q)
+        self.emit("additive", [q, kp, k, w_q, v, lengths, ctx, wts, scratch], [bsz, s, a, dq, ka.shape[2], ldq, layout],
+                  keep=[scratch])
