@@ -71,8 +71,9 @@ def linear(g, x, weights: dict, weight_name: str, bias=None, **attrs):
 
 
 def quantize(model, scheme: str = "int8"):
-    """A new model of the same architecture with every linear weight quantized to ``scheme``
-    ("int8": symmetric per output row); ``model`` is left unchanged."""
+    """A new model of the same architecture with every linear weight (and a Transformer's embedding
+    tables) quantized to ``scheme`` ("int8": symmetric per row, float32 scales); ``model`` is left
+    unchanged."""
     from seqjit import kernels
 
     if scheme != "int8":
@@ -96,12 +97,4 @@ def quantize(model, scheme: str = "int8"):
     return new
 
 
-def describe(config) -> str:
-    """One line for ``seqjit inspect``: the quantization scheme of ``config``."""
-    scheme = getattr(config, "quantization", "none")
-    if scheme == "int8":
-        return "int8 (linear weights: int8 per output row + float32 scales; activations quantized per row)"
-    return "none (float weights)"
-
-
-__all__ = ["quantize", "quantized_spec", "linear_weight_names", "linear", "describe", "SCHEMES", "SCALE"]
+__all__ = ["quantize", "quantized_spec", "linear_weight_names", "linear", "SCHEMES", "SCALE"]
