@@ -1,7 +1,7 @@
 """Small-model decoding against the peers (issue 11): every engine in its own process at 1 and 2
 threads, the best setting of each reported, ratios taken from the same run.
 
-    python benchmarks/decoding/run_small.py [--out benchmarks/results/small_models.md]
+    python benchmarks/decoding/run_small.py [--out benchmarks/results/small_models.md] [--hog]
 
 Tiny Transformer: seqjit vs CTranslate2 float32 and transformers (tokens/s). GRU seq2seq:
 seqjit vs a plain NumPy loop and PyTorch (words/s; batch 1 is one word per call).
@@ -60,22 +60,32 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/small_models.md"))
     p.add_argument("--models", default="tiny,gru")
+    p.add_argument("--engines", default=None, help="comma-separated subset of the engines (default: all)")
+    p.add_argument("--hog", action="store_true",
+                   help="keep one CPU-bound process (`while True: pass`) running on the machine meanwhile")
     args = p.parse_args(argv)
     sys.path.insert(0, str(HERE))
     import small_workload
 
     small_workload.prepare_tiny()
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for model in args.models.split(","):
-            for engine in ENGINES[model]:
-                for threads in (1, 2):
-                    results += run_one(model, engine, threads, Path(tmp))
+    hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if args.hog else None
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for model in args.models.split(","):
+                for engine in ENGINES[model]:
+                    if args.engines and engine not in args.engines.split(","):
+                        continue
+                    for threads in (1, 2):
+                        results += run_one(model, engine, threads, Path(tmp))
+    finally:
+        if hog is not None:
+            hog.kill()
     cpu = next((l.split(":", 1)[1].strip() for l in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
                 if l.startswith("Model name")), "?")
     text = (f"# Small-model decoding (issue 11)\n\n`python benchmarks/decoding/run_small.py`, "
             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu}, {os.cpu_count()} CPUs, "
-            f"load {os.getloadavg()[0]:.1f}. Medians of {os.environ.get('SEQJIT_BENCH_ROUNDS', '30')} rounds, each engine "
+            f"load {os.getloadavg()[0]:.1f}{', with a CPU-bound process running throughout (--hog)' if args.hog else ''}. Medians of {os.environ.get('SEQJIT_BENCH_ROUNDS', '30')} rounds, each engine "
             f"in its own process at 1 and 2 threads; the ratio compares each engine's best setting.\n\n"
             + table(results) + "\n")
     Path(args.out).write_text(text)
