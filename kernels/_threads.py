@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import numbers
 import os
+import threading
+from contextlib import contextmanager
 
 _num_threads: int | None = None
+_local = threading.local()  # a per-thread cap (see :func:`thread_cap`)
 
 
 def default_num_threads() -> int:
@@ -16,7 +19,21 @@ def default_num_threads() -> int:
 
 
 def get_num_threads() -> int:
-    return _num_threads if _num_threads is not None else default_num_threads()
+    count = _num_threads if _num_threads is not None else default_num_threads()
+    cap = getattr(_local, "cap", None)
+    return count if cap is None else min(count, cap)
+
+
+@contextmanager
+def thread_cap(n: int):
+    """In this thread only, use at most ``n`` intra-op threads (the native replay and the kernels
+    read :func:`get_num_threads`): for work that is already split over threads."""
+    before = getattr(_local, "cap", None)
+    _local.cap = n
+    try:
+        yield
+    finally:
+        _local.cap = before
 
 
 def set_num_threads(n: int | None) -> int:

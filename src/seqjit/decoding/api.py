@@ -6,8 +6,11 @@ Works with any model that follows the decoder-step contract of :mod:`seqjit.mode
 from __future__ import annotations
 
 import dataclasses
+import threading
 
 import numpy as np
+
+from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
 
 from . import native_greedy
 from .beam import beam_search
@@ -103,17 +106,61 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
         chunk = order[start:start + max_batch_size]
-        width = max(1, int(lens[chunk].max()))
-        state = model.start(ids[chunk, :width], lens[chunk], max_length=opts.max_length)
-        try:
-            batch_results = _decode(model, state, opts, callback)
-        finally:
-            state.close()
+        parts = _parts(model, chunk, opts, callback)
+        if len(parts) == 1:
+            batch_results = _decode_rows(model, ids, lens, chunk, opts, callback)
+        else:
+            batch_results = _decode_parts(model, ids, lens, parts, opts, callback)
         for i, res in zip(chunk, batch_results):
             if not opts.return_scores:
                 res.scores = None
             results[i] = res
     return results
+
+
+#: a batch decoded by native greedy search is split over the intra-op threads in parts of at least
+#: this many rows, each part decoded on its own thread with its own plans (no synchronisation
+#: between them: a busy core slows its part only, where per-node threads would wait for it)
+SPLIT_MIN_ROWS = 8
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def _parts(model, rows: np.ndarray, opts, callback) -> list:
+    threads = get_num_threads()
+    count = min(threads, rows.shape[0] // SPLIT_MIN_ROWS)
+    if count < 2 or not native_greedy.eligible(model, opts, callback) or getattr(model, "replay", None) == "python":
+        return [rows]
+    return np.array_split(rows, count)  # rows are sorted by length: each part pads little
+
+
+def _decode_rows(model, ids, lens, rows, opts, callback) -> list:
+    width = max(1, int(lens[rows].max()))
+    state = model.start(ids[rows, :width], lens[rows], max_length=opts.max_length)
+    try:
+        return _decode(model, state, opts, callback)
+    finally:
+        state.close()
+
+
+def _decode_parts(model, ids, lens, parts, opts, callback) -> list:
+    """Each part on its own thread (the calling thread takes the first), one intra-op thread each;
+    the native decode releases the GIL, so the parts run in parallel."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool = ThreadPoolExecutor(max_workers=max(1, default_num_threads() - 1),
+                                       thread_name_prefix="seqjit-decode")
+
+    def run(rows):
+        with thread_cap(1):
+            return _decode_rows(model, ids, lens, rows, opts, callback)
+
+    futures = [_pool.submit(run, rows) for rows in parts[1:]]
+    first = run(parts[0])
+    return first + [r for f in futures for r in f.result()]
 
 
 def _decode(model, state, opts, callback) -> list:
