@@ -47,68 +47,73 @@ static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float
     }
 }
 
-/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: 4 rows x 32 columns of y
-   in 8 vector accumulators, one broadcast x value and two W vectors per k (no horizontal sums);
-   16-column blocks, then single columns, at the right edge; single rows at the bottom. */
+/* 4 rows of y (x0..x3; only the first mr stored) = x @ W (+ bias) for W "in_out" [K, N],
+   columns [n0, n1): 32 columns in 8 vector accumulators, one broadcast x value and two W vectors
+   per k (no horizontal sums); then 16-column blocks, then single columns at the right edge. */
+static void SJ_NAME(in_out_rows4)(const float *x0, const float *x1, const float *x2, const float *x3,
+                                  const float *w, int K, int N, const float *bias, float *y, ptrdiff_t ldy,
+                                  int n0, int n1, int mr) {
+    int n = n0;
+    for (; n + 32 <= n1; n += 32) {
+        sj_v16 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
+        const float *wk = w + n;
+        for (int k = 0; k < K; k++, wk += N) {
+            sj_v16 b0 = *(const sj_v16u *)wk, b1 = *(const sj_v16u *)(wk + 16);
+            float a0 = x0[k], a1 = x1[k], a2 = x2[k], a3 = x3[k];
+            c00 += a0 * b0; c01 += a0 * b1; c10 += a1 * b0; c11 += a1 * b1;
+            c20 += a2 * b0; c21 += a2 * b1; c30 += a3 * b0; c31 += a3 * b1;
+        }
+        if (bias) {
+            sj_v16 d0 = *(const sj_v16u *)(bias + n), d1 = *(const sj_v16u *)(bias + n + 16);
+            c00 += d0; c01 += d1; c10 += d0; c11 += d1; c20 += d0; c21 += d1; c30 += d0; c31 += d1;
+        }
+        float *y0 = y + n;
+        *(sj_v16u *)y0 = c00; *(sj_v16u *)(y0 + 16) = c01;
+        if (mr > 1) { *(sj_v16u *)(y0 + ldy) = c10; *(sj_v16u *)(y0 + ldy + 16) = c11; }
+        if (mr > 2) { *(sj_v16u *)(y0 + 2 * ldy) = c20; *(sj_v16u *)(y0 + 2 * ldy + 16) = c21; }
+        if (mr > 3) { *(sj_v16u *)(y0 + 3 * ldy) = c30; *(sj_v16u *)(y0 + 3 * ldy + 16) = c31; }
+    }
+    for (; n + 16 <= n1; n += 16) {
+        sj_v16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+        const float *wk = w + n;
+        for (int k = 0; k < K; k++, wk += N) {
+            sj_v16 b0 = *(const sj_v16u *)wk;
+            c0 += x0[k] * b0; c1 += x1[k] * b0; c2 += x2[k] * b0; c3 += x3[k] * b0;
+        }
+        if (bias) {
+            sj_v16 d0 = *(const sj_v16u *)(bias + n);
+            c0 += d0; c1 += d0; c2 += d0; c3 += d0;
+        }
+        float *y0 = y + n;
+        *(sj_v16u *)y0 = c0;
+        if (mr > 1) *(sj_v16u *)(y0 + ldy) = c1;
+        if (mr > 2) *(sj_v16u *)(y0 + 2 * ldy) = c2;
+        if (mr > 3) *(sj_v16u *)(y0 + 3 * ldy) = c3;
+    }
+    for (; n < n1; n++) {
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int k = 0; k < K; k++) {
+            float b0 = w[(ptrdiff_t)k * N + n];
+            s0 += x0[k] * b0; s1 += x1[k] * b0; s2 += x2[k] * b0; s3 += x3[k] * b0;
+        }
+        float d = bias ? bias[n] : 0.0f;
+        float *y0 = y + n;
+        y0[0] = s0 + d;
+        if (mr > 1) y0[ldy] = s1 + d;
+        if (mr > 2) y0[2 * ldy] = s2 + d;
+        if (mr > 3) y0[3 * ldy] = s3 + d;
+    }
+}
+
+/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N], 4 rows at a time (a last
+   block of 1-3 rows reads row m in place of the missing ones and stores only its own rows, so the
+   weight is read once per block of rows). */
 static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, const float *w, int K, int N,
                                       const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
-    int m = 0;
-    for (; m + 4 <= M; m += 4) {
-        const float *x0 = x + m * ldx, *x1 = x0 + ldx, *x2 = x1 + ldx, *x3 = x2 + ldx;
-        int n = n0;
-        for (; n + 32 <= n1; n += 32) {
-            sj_v16 c00 = {0}, c01 = {0}, c10 = {0}, c11 = {0}, c20 = {0}, c21 = {0}, c30 = {0}, c31 = {0};
-            const float *wk = w + n;
-            for (int k = 0; k < K; k++, wk += N) {
-                sj_v16 b0 = *(const sj_v16u *)wk, b1 = *(const sj_v16u *)(wk + 16);
-                float a0 = x0[k], a1 = x1[k], a2 = x2[k], a3 = x3[k];
-                c00 += a0 * b0; c01 += a0 * b1; c10 += a1 * b0; c11 += a1 * b1;
-                c20 += a2 * b0; c21 += a2 * b1; c30 += a3 * b0; c31 += a3 * b1;
-            }
-            if (bias) {
-                sj_v16 d0 = *(const sj_v16u *)(bias + n), d1 = *(const sj_v16u *)(bias + n + 16);
-                c00 += d0; c01 += d1; c10 += d0; c11 += d1; c20 += d0; c21 += d1; c30 += d0; c31 += d1;
-            }
-            float *y0 = y + m * ldy + n;
-            *(sj_v16u *)y0 = c00; *(sj_v16u *)(y0 + 16) = c01; y0 += ldy;
-            *(sj_v16u *)y0 = c10; *(sj_v16u *)(y0 + 16) = c11; y0 += ldy;
-            *(sj_v16u *)y0 = c20; *(sj_v16u *)(y0 + 16) = c21; y0 += ldy;
-            *(sj_v16u *)y0 = c30; *(sj_v16u *)(y0 + 16) = c31;
-        }
-        for (; n + 16 <= n1; n += 16) {
-            sj_v16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
-            const float *wk = w + n;
-            for (int k = 0; k < K; k++, wk += N) {
-                sj_v16 b0 = *(const sj_v16u *)wk;
-                c0 += x0[k] * b0; c1 += x1[k] * b0; c2 += x2[k] * b0; c3 += x3[k] * b0;
-            }
-            if (bias) {
-                sj_v16 d0 = *(const sj_v16u *)(bias + n);
-                c0 += d0; c1 += d0; c2 += d0; c3 += d0;
-            }
-            float *y0 = y + m * ldy + n;
-            *(sj_v16u *)y0 = c0; *(sj_v16u *)(y0 + ldy) = c1;
-            *(sj_v16u *)(y0 + 2 * ldy) = c2; *(sj_v16u *)(y0 + 3 * ldy) = c3;
-        }
-        for (; n < n1; n++) {
-            float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-            for (int k = 0; k < K; k++) {
-                float b0 = w[(ptrdiff_t)k * N + n];
-                s0 += x0[k] * b0; s1 += x1[k] * b0; s2 += x2[k] * b0; s3 += x3[k] * b0;
-            }
-            float d = bias ? bias[n] : 0.0f;
-            float *y0 = y + m * ldy + n;
-            y0[0] = s0 + d; y0[ldy] = s1 + d; y0[2 * ldy] = s2 + d; y0[3 * ldy] = s3 + d;
-        }
-    }
-    for (; m < M; m++) {
-        float *yr = y + m * ldy;
-        const float *xr = x + m * ldx;
-        for (int n = n0; n < n1; n++) yr[n] = bias ? bias[n] : 0.0f;
-        for (int k = 0; k < K; k++) {
-            const float xv = xr[k];
-            const float *wr = w + (ptrdiff_t)k * N;
-            for (int n = n0; n < n1; n++) yr[n] += wr[n] * xv;
-        }
+    for (int m = 0; m < M; m += 4) {
+        const int mr = M - m < 4 ? M - m : 4;
+        const float *x0 = x + m * ldx;
+        SJ_NAME(in_out_rows4)(x0, mr > 1 ? x0 + ldx : x0, mr > 2 ? x0 + 2 * ldx : x0, mr > 3 ? x0 + 3 * ldx : x0,
+                              w, K, N, bias, y + m * ldy, ldy, n0, n1, mr);
     }
 }
