@@ -171,6 +171,8 @@ def test_cython_every_instruction_set(path, monkeypatch):
     try:
         if cython_cpu.use_isa(path) != path:
             pytest.skip(f"this CPU has no {path}")
+        ties = np.array([[127.0, 0.5, 1.5, 2.5, -0.5, -1.5, 126.5, -3.5, 4.5, -126.5] * 2], np.float32)
+        assert cython_cpu.quantize_int8(ties)[0].tolist() == [[127, 0, 2, 2, 0, -2, 126, -4, 4, -126] * 2]
         # at the default sizes, then with blocks and the threading threshold shrunk so that the
         # small shapes split into several blocks over OpenMP threads
         for small in (False, True):
@@ -235,3 +237,13 @@ def test_strided_arguments_take_the_full_check(backend, on_simulator):
     want = ref.linear_int8(np.ascontiguousarray(x[:, ::2]), np.ascontiguousarray(qw[:, ::2]), ws, b[::-1].copy())
     got = _host(f(x[:, ::2], qw[:, ::2], ws, b[::-1].copy() if backend == "cuda" else b[::-1]))
     np.testing.assert_array_equal(got, want)
+
+
+def test_backend_quantize_rounds_half_to_even(backend):
+    """Exact ties (x * 127 / 127 = x): every backend rounds them to the even neighbour, as the
+    reference (numpy.rint) does; 20 values so that the vector paths see them too."""
+    quantize = kernels.get("quantize_int8", backend=backend)
+    row = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, 126.5, -3.5, 4.5, -126.5] * 2
+    q, s = (_host(a) for a in quantize(np.array([row], np.float32)))
+    assert s[0] == 1.0
+    assert q.tolist() == [[127, 0, 2, 2, 0, -2, 126, -4, 4, -126] * 2]
