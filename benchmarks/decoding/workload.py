@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-THREADS = 2
+THREADS = int(os.environ.get("SEQJIT_BENCH_THREADS", "2"))  # engines threads (run.py: 2)
 NEW_TOKENS = 20
 SRC_LEN = 20
 VOCAB, PAD, EOS, UNK = 58101, 58100, 0, 1

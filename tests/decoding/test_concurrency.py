@@ -100,3 +100,19 @@ def test_g2p_predictor_shared_between_threads():
     with ThreadPoolExecutor(THREADS) as pool:
         parallel = list(pool.map(lambda w: g2p.predict([w])[0].phonemes, words))
     assert parallel == serial
+
+
+@pytest.mark.parametrize("name", ["gru", "attention", "transformer"])
+def test_fresh_model_first_used_by_many_threads(name):
+    """Plans lowered at the same time in several threads (transposed weights shared through the
+    graph) give the results of a model used serially."""
+    from seqjit.g2p import G2P
+
+    rng = np.random.default_rng(11)
+    serial_model, fresh = G2P(name).model, G2P(name).model
+    batches = [[list(rng.integers(3, fresh.source_vocab_size, int(n))) for n in rng.integers(1, 12, 9)]
+               for _ in range(THREADS)]
+    serial = [_key(serial_model.generate(b, max_length=16)) for b in batches]
+    with ThreadPoolExecutor(THREADS) as pool:
+        parallel = list(pool.map(lambda b: _key(fresh.generate(b, max_length=16)), batches))
+    assert parallel == serial

@@ -69,8 +69,12 @@ class Lowering(OpLowerings):
         return ptrs, patches
 
     def emit(self, op, operands, ints=(), floats=(), threads=1, keep=()):
+        """One instruction; the program keeps every array operand alive (a transposed weight, a
+        scratch buffer), so no pointer it holds can dangle."""
         ptrs, patches = self._ptrs(operands)
-        self.prog.add(OP[op], ptrs, [int(i) for i in ints], [float(f) for f in floats], threads, patches, keep)
+        arrays = [a for a in operands if isinstance(a, np.ndarray)]
+        self.prog.add(OP[op], ptrs, [int(i) for i in ints], [float(f) for f in floats], threads, patches,
+                      list(keep) + arrays)
 
     def own(self, spec) -> np.ndarray:
         return np.zeros(spec.shape, spec.dtype)

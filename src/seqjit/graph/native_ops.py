@@ -7,6 +7,7 @@ contiguous.
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 
@@ -26,6 +27,9 @@ _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
 _ACT = {None: act_spec.NONE, "relu": act_spec.RELU, "gelu": act_spec.GELU, "gelu_tanh": act_spec.GELU_TANH,
         "silu": act_spec.SILU, "tanh": act_spec.TANH}
+
+
+_TRANSPOSE_LOCK = threading.Lock()
 
 
 class Unsupported(Exception):
@@ -93,11 +97,13 @@ class OpLowerings:
         return [self._transposed(w, _contig(self.arrays[w])) for w in weights], 1
 
     def _transposed(self, name, w):
-        """``w.T`` contiguous, made once per graph (shared by its plans)."""
-        cache = self.plan.graph.__dict__.setdefault("_native_transposed", {})
-        wt = cache.get(name)
-        if wt is None:
-            wt = cache[name] = np.ascontiguousarray(w.T)
+        """``w.T`` contiguous, made once per graph and shared by its plans (plans lowered at the
+        same time in two threads get the same array; each program keeps it alive)."""
+        with _TRANSPOSE_LOCK:
+            cache = self.plan.graph.__dict__.setdefault("_native_transposed", {})
+            wt = cache.get(name)
+            if wt is None:
+                wt = cache[name] = np.ascontiguousarray(w.T)
         return wt
 
     def op_linear_int8(self, node, attrs):
