@@ -1,8 +1,10 @@
 # Native linear for the replay VM (seqjit.graph._native_vm): ``include "linear/_native.pxi"``.
-# Up to BLAS_MIN_MACS multiply-adds (every decode-step product of a small model, and any product
-# of a few rows): the dot-product kernel of native_gemv.h, on the calling thread unless the node was
-# planned with threads (column blocks per thread). Larger: BLAS sgemm written in place (see
-# cython_cpu.pyx for the column-major trick), then bias + activation. BLAS is kept for large
+# The kernels of native_gemv.h (dot products for "out_in" weights, the broadcast kernel for "in_out"),
+# on the calling thread unless the node was planned with threads (column blocks per thread). Only a
+# product of BLAS_MIN_MACS multiply-adds or more, planned with threads and given more than one,
+# goes to BLAS sgemm written in place (see cython_cpu.pyx for the column-major trick), then bias +
+# activation: BLAS threads are process-wide, and a caller held to one thread (a part of a batch
+# split over threads) must not start them. BLAS is kept for large
 # products only: on 2-core VMs OpenBLAS took 200 us for a 10x128x512 product that the kernel
 # here does in 20.
 from cython.parallel cimport prange
@@ -37,7 +39,7 @@ cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const floa
     cdef int lda, ldxi = <int>ldx, ldyi = <int>ldy
     cdef char* ta
     cdef char* tn = b"N"
-    if M <= SJ_GEMV_MAX_ROWS or <double>M * N * K < BLAS_MIN_MACS:
+    if M <= SJ_GEMV_MAX_ROWS or nthreads <= 1 or <double>M * N * K < BLAS_MIN_MACS:
         if nthreads > 1:
             chunk = ((N + nthreads - 1) // nthreads + 15) // 16 * 16
             for t in prange(nthreads, nogil=True, num_threads=nthreads, schedule="static"):

@@ -303,7 +303,11 @@ def test_batches_split_over_threads_equal_one_thread(model_pairs):
     before = seqjit.get_num_threads()
     try:
         seqjit.set_num_threads(2)
-        assert len(api._parts(native, np.arange(24), api._options(dict(max_length=12)), None)) == 2
+        lens = np.array([len(s) for s in sources])
+        order = np.argsort(-lens, kind="stable")
+        parts = api._parts(native, order, lens, api._options(dict(max_length=12)), None)
+        assert len(parts) == 2 and min(len(p) for p in parts) >= api.SPLIT_MIN_ROWS
+        assert np.array_equal(np.concatenate(parts), order)
         split = native.generate(sources, max_length=12, return_scores=True)
         seqjit.set_num_threads(1)
         whole = native.generate(sources, max_length=12, return_scores=True)

@@ -106,7 +106,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
         chunk = order[start:start + max_batch_size]
-        parts = _parts(model, chunk, opts, callback)
+        parts = _parts(model, chunk, lens, opts, callback)
         if len(parts) == 1:
             batch_results = _decode_rows(model, ids, lens, chunk, opts, callback)
         else:
@@ -126,12 +126,18 @@ _pool = None
 _pool_lock = threading.Lock()
 
 
-def _parts(model, rows: np.ndarray, opts, callback) -> list:
+def _parts(model, rows: np.ndarray, lens: np.ndarray, opts, callback) -> list:
+    """``rows`` (sorted by source length, longest first) cut into parts of about equal work (each
+    row weighs its source length plus max_length: encoder and decoder steps); contiguous in length,
+    so each part pads little."""
     threads = get_num_threads()
     count = min(threads, rows.shape[0] // SPLIT_MIN_ROWS)
     if count < 2 or not native_greedy.eligible(model, opts, callback) or getattr(model, "replay", None) == "python":
         return [rows]
-    return np.array_split(rows, count)  # rows are sorted by length: each part pads little
+    work = np.cumsum(lens[rows] + opts.max_length)
+    cuts = np.searchsorted(work, work[-1] * np.arange(1, count) / count)
+    cuts = np.clip(cuts, SPLIT_MIN_ROWS * np.arange(1, count), rows.shape[0] - SPLIT_MIN_ROWS * np.arange(count - 1, 0, -1))
+    return np.split(rows, cuts)
 
 
 def _decode_rows(model, ids, lens, rows, opts, callback) -> list:
