@@ -84,6 +84,13 @@ def _source(args):
 
 def _records(args, source, g2p):
     lines = ((n, w, None) for n, w in enumerate(args.words, 1)) if source is None else read_lines(source)
+    return word_records(lines, g2p)
+
+
+def word_records(lines, g2p):
+    """The line rules of ``seqjit g2p`` over ``(number, text, error)`` lines: a line is read up to
+    its first tab; an empty one, or a word the model cannot spell (more letters than its
+    positions): an error record."""
     for number, text, error in lines:
         word, length = None, 0
         if error is None:

@@ -95,40 +95,17 @@ def input_lines(path, column, allow_ids):
 
 
 def g2p_records(lines, g2p):
-    """``seqjit g2p``'s rules: a line is read up to its first tab; empty, or spelled with more
-    letters than the model's positions: an error."""
-    for number, text, error in lines:
-        word, length = None, 0
-        if error is None:
-            word = text.split("\t", 1)[0].strip()
-            if not text.strip():
-                error = "empty line (no word)"
-            elif not word:
-                error = "no word before the tab"
-            else:
-                try:
-                    length = len(g2p.spell(word)[0])
-                except ValueError as exc:
-                    error = str(exc)
-        yield Record(number - 1, number, word, length, error)
+    """``seqjit g2p``'s line rules (:func:`seqjit.commands.g2p.word_records`)."""
+    from seqjit.commands.g2p import word_records
+
+    return word_records(lines, g2p)
 
 
 def translate_records(lines, model, codec, max_positions):
-    """``seqjit translate``'s rules (``seqjit.commands.translate.records`` on lines)."""
-    from seqjit.commands.translate import BLANK, check_source, parse_ids
+    """``seqjit translate``'s line rules (:func:`seqjit.commands.translate.line_records`)."""
+    from seqjit.commands.translate import line_records
 
-    for number, text, error in lines:
-        if error is None and codec is not None and not text.strip():
-            yield Record(number - 1, number, error=BLANK)
-            continue
-        if error is None:
-            try:
-                ids = codec.encode(text) if codec is not None else parse_ids(text)
-                check_source(ids, model, max_positions)
-            except ValueError as exc:
-                error = str(exc)
-        yield Record(number - 1, number, error=error) if error is not None else \
-            Record(number - 1, number, item=ids, length=len(ids))
+    return line_records(lines, model, codec, max_positions)
 
 
 # -- order -----------------------------------------------------------------------------------------

@@ -190,7 +190,14 @@ def check_source(ids: list, model, max_positions) -> None:
 
 
 def records(path, model, codec, max_positions):
-    for number, text, error in read_lines(path):
+    return line_records(read_lines(path), model, codec, max_positions)
+
+
+def line_records(lines, model, codec, max_positions):
+    """The line rules of ``seqjit translate`` over ``(number, text, error)`` lines: a blank line
+    with a SentencePiece codec, ids that do not parse or lie outside the vocabulary, a source longer
+    than the model's positions: an error record; else the source ids."""
+    for number, text, error in lines:
         if error is None and codec is not None and not text.strip():
             yield Record(number - 1, number, error=BLANK)
             continue
