@@ -6,7 +6,9 @@ n-gram ban, attention output or per-token callback; not under ``seqjit.profile()
 every step's nodes) when the model's step plan is lowered to native
 code; otherwise :func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
 ``greedy_search``; the scores (``return_scores``) are the same log-probabilities. Finished rows stay
-in the batch (their tokens are ignored) instead of leaving it.
+in the native loop's batch (their tokens ignored) until at most half of a batch of 16 or more rows
+is still running; then the batch is compacted (``DecoderState.reorder``) and decoding goes on with
+the plan for the smaller batch.
 """
 from __future__ import annotations
 
@@ -28,35 +30,59 @@ def eligible(model, options, callback) -> bool:
             and options.no_repeat_ngram_size == 0 and not options.return_attention)
 
 
+#: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a
+#: plan for the smaller batch) once at most half of its rows are still running
+COMPACT_MIN_ROWS = 16
+
+
 def native_greedy(model, state, options, suppressed) -> list | None:
     """Decode every row of the fresh ``state``; None when the step plan has no native form."""
     batch, steps = state.batch, options.max_length
-    prev = np.full(batch, model.decoder_start_id, np.int64)
-    feeds = model.step_feeds(state, prev)
-    plan = model.step_plan(state, "decoder_step", feeds)
-    native = plan.native_replay(feeds)
-    if native is None:
-        return None
-    arrays = native.bind(feeds)
-    stepv = arrays[native.inputs.index(STEP)]
-    prev = arrays[native.inputs.index(PREV_TOKENS)]
-    logits = native.output(LOGITS)
-    try:
-        copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
-    except Unsupported:
-        return None
-    copy_back.set_inputs(arrays)
-    ids = np.zeros((batch, steps), np.int64)
+    eos = int(model.eos_id)
+    banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
+    ids = np.zeros((batch, steps), np.int64)        # by source row
     lengths = np.zeros(batch, np.int64)
     scores = np.zeros(batch if options.return_scores else 0, np.float64)
-    banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
-    _native_vm.greedy(native.program, copy_back, logits, prev, stepv, ids, lengths, scores, banned,
-                      int(model.eos_id), int(options.min_length), 0, get_num_threads())
-    state.step = int(stepv)
+    rows = np.arange(batch)                          # the source row of each state row
+    prev = np.full(batch, model.decoder_start_id, np.int64)
+    while True:
+        feeds = model.step_feeds(state, prev)
+        plan = model.step_plan(state, "decoder_step", feeds)
+        native = plan.native_replay(feeds)
+        if native is None:
+            if state.step:
+                raise RuntimeError("the step plan of a compacted batch did not lower")  # not reached
+            return None
+        arrays = native.bind(feeds)
+        try:
+            copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
+        except Unsupported:
+            return None
+        copy_back.set_inputs(arrays)
+        n = rows.shape[0]
+        part_ids = np.ascontiguousarray(ids[rows])
+        part_lengths = np.zeros(n, np.int64)
+        part_scores = np.ascontiguousarray(scores[rows]) if options.return_scores else scores
+        stop = n // 2 if n >= COMPACT_MIN_ROWS else 0
+        state.step = int(_native_vm.greedy(
+            native.program, copy_back, native.output(LOGITS), arrays[native.inputs.index(PREV_TOKENS)],
+            arrays[native.inputs.index(STEP)], part_ids, part_lengths, part_scores, banned, eos,
+            int(options.min_length), state.step, get_num_threads(), stop))
+        ids[rows] = part_ids
+        if options.return_scores:
+            scores[rows] = part_scores
+        running = part_lengths == 0
+        lengths[rows[~running]] = part_lengths[~running]
+        if not running.any() or state.step >= steps:
+            break
+        keep = np.flatnonzero(running)
+        state.reorder(keep)
+        rows = rows[keep]
+        prev = part_ids[keep, state.step - 1].copy()
     results = []
     for b in range(batch):
         row = ids[b, :lengths[b]].tolist()
-        if row and row[-1] == model.eos_id:
+        if row and row[-1] == eos:
             row.pop()
         results.append(GenerationResult([row], [float(scores[b])] if options.return_scores else None, None))
     return results

@@ -344,13 +344,15 @@ cdef class Program:
 
 def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,
            cnp.ndarray ids, cnp.ndarray lengths, cnp.ndarray scores, cnp.ndarray banned,
-           int eos, int min_length, int start, int nthreads):
+           int eos, int min_length, int start, int nthreads, int stop_alive=0):
     """Greedy decoding to the end: runs ``step`` (which reads ``prev`` [B] and ``stepv`` [], writes
     ``logits`` [B, V]) then ``writeback`` for t = start .. T-1 (T = ids.shape[1]); row b's token t
     goes to ``ids[b, t]``; ``lengths[b]`` becomes the tokens generated for it (its end token
     included), ``scores[b]`` the sum of their log-probabilities when ``scores`` is not empty.
     ``banned``: tokens never chosen (int64); the end token is banned too while t < min_length.
-    Rows run until every row has its end token or T tokens (finished rows keep computing)."""
+    Rows run until every row has its end token or T tokens (finished rows keep computing), or until
+    at most ``stop_alive`` rows are still running (the caller then compacts the batch and calls
+    again from the returned step). Returns the next step."""
     cdef int B = <int>logits.shape[0], V = <int>logits.shape[1], T = <int>ids.shape[1]
     cdef Py_ssize_t ld = logits.strides[0] // 4
     cdef float* lg = <float*>cnp.PyArray_DATA(logits)
@@ -407,7 +409,8 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                 rc = writeback._run(nthreads)
                 if rc:
                     break
-            if alive == 0:
+            if alive == 0 or alive <= stop_alive:
                 break
     if rc:
         (step if step.err else writeback).raise_error()
+    return sv[0]
