@@ -228,7 +228,8 @@ class Seq2SeqModel:
     def start(self, src_ids, src_lengths=None, *, max_length: int) -> DecoderState:
         """Encode ``src_ids`` and return a fresh :class:`DecoderState` for at most ``max_length`` steps."""
         src_ids, src_lengths = check_source(src_ids, src_lengths)
-        return self.start_from(self.encode(src_ids, src_lengths), src_lengths, max_length)
+        encoded = self.executor("encoder").run({SRC_IDS: src_ids, SRC_LENGTHS: src_lengths})
+        return self.start_from(encoded, src_lengths, max_length)
 
     def start_from(self, encoded: dict, src_lengths, max_length: int) -> DecoderState:
         """A fresh :class:`DecoderState` from :meth:`encode`'s outputs, for at most ``max_length`` steps."""
