@@ -3,6 +3,10 @@
 # softmax, context = weights @ keys (masked weights are 0; a row with no key gets all zeros).
 from libc.stdint cimport int64_t
 
+cdef extern from "additive_attention/native_scores.h" nogil:
+    void sj_additive_scores(const float *qp, const float *kp, const float *v, int A, int S, float *tmp,
+                            float *score)
+
 
 cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const float* keys_proj,
                                     const float* keys, const float* w_q, const float* v,
@@ -12,8 +16,7 @@ cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const fl
     cdef float* qp = scratch
     cdef float* tmp = scratch + <Py_ssize_t>B * A
     cdef int b, s, a, d, vis
-    cdef float sc, top, total, inv, w
-    cdef const float* kp
+    cdef float top, total, inv, w
     cdef const float* kr
     cdef float* wr
     cdef float* cr
@@ -32,15 +35,11 @@ cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const fl
             cr[d] = 0
         if vis == 0:
             continue
+        sj_additive_scores(qp + b * A, keys_proj + <Py_ssize_t>b * S * A, v, A, vis, tmp, wr)
         top = -3.4e38
         for s in range(vis):
-            kp = keys_proj + (<Py_ssize_t>b * S + s) * A
-            for a in range(A):
-                tmp[a] = tanh_f32(qp[b * A + a] + kp[a])
-            sc = _dot_lanes(v, tmp, A)
-            wr[s] = sc
-            if sc > top:
-                top = sc
+            if wr[s] > top:
+                top = wr[s]
         total = 0
         for s in range(vis):
             wr[s] = exp_f32(wr[s] - top)

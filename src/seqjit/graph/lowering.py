@@ -29,6 +29,9 @@ class Lowering(OpLowerings):
         self.prog = Program(len(self.inputs))
         self.arrays: dict = {}
         self.origin: dict = {}  # value -> (input slot, derive(root array) -> array)
+        # inputs as every run binds them: C-contiguous (a strided feed, e.g. a column of a token
+        # history, would otherwise send its node to a Python callback for good)
+        feeds = {n: np.ascontiguousarray(feeds[n]) for n in self.inputs}
         for s, name in enumerate(self.inputs):
             self.arrays[name] = feeds[name]
             self.origin[name] = (s, _identity)
