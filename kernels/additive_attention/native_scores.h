@@ -10,25 +10,8 @@
 #endif
 #include "_sj_tanhf.h"
 
-#define SJ_NAME(x) sj_##x##_base
-#include "additive_attention/native_scores_body.h"
-#undef SJ_NAME
-
-#if defined(__GNUC__) && defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define SJ_NAME(x) sj_##x##_avx2
-#include "additive_attention/native_scores_body.h"
-#undef SJ_NAME
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx2,fma")
-#define SJ_NAME(x) sj_##x##_avx512
-#include "additive_attention/native_scores_body.h"
-#undef SJ_NAME
-#pragma GCC pop_options
-#endif
+#define SJ_ISA_BODY "additive_attention/native_scores_body.h"
+#include "_sj_isa_variants.h"
 
 static void sj_additive_scores(const float *qp, const float *kp, const float *v, int A, int S, float *tmp,
                                float *score) {

@@ -24,25 +24,10 @@ typedef float sj_v16u __attribute__((vector_size(64), aligned(4)));
 typedef float sj_v8 __attribute__((vector_size(32)));
 typedef float sj_v4 __attribute__((vector_size(16)));
 
-#define SJ_NAME(x) sj_##x##_base
-#include "native_gemv_body.h"
-#undef SJ_NAME
+#define SJ_ISA_BODY "linear/native_gemv_body.h"
+#include "_sj_isa_variants.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define SJ_NAME(x) sj_##x##_avx2
-#include "native_gemv_body.h"
-#undef SJ_NAME
-#pragma GCC pop_options
-
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx2,fma")
-#define SJ_NAME(x) sj_##x##_avx512
-#include "native_gemv_body.h"
-#undef SJ_NAME
-#pragma GCC pop_options
-
 static int sj_gemv_isa = -1;  /* 2: AVX-512, 1: AVX2 + FMA, 0: baseline */
 
 static inline int sj_gemv_pick(void) {

@@ -347,6 +347,7 @@ class Executor:
         self.replay = replay if backend in (None, "cython") else "python"
         self._plans: OrderedDict = OrderedDict()  # signature -> list of idle plans
         self._lock = threading.Lock()
+        self._idle_bytes = 0  # planned bytes of the idle plans (the cache's size)
         self._last = None
 
     def _signature(self, feeds: dict) -> tuple:
@@ -371,6 +372,8 @@ class Executor:
             else:
                 self._plans.move_to_end(sig)
             plan = idle.pop() if idle else None
+            if plan is not None:
+                self._idle_bytes -= plan.memory.planned_bytes
         if plan is None:
             plan = Plan(self.graph, feeds, self.backend, self.replay)
             plan.signature = sig
@@ -382,11 +385,11 @@ class Executor:
             idle = self._plans.get(plan.signature)
             if idle is not None and len(idle) < _MAX_IDLE and plan not in idle:
                 idle.append(plan)
+                self._idle_bytes += plan.memory.planned_bytes
             self._last = plan
-            total = sum(p.memory.planned_bytes for ps in self._plans.values() for p in ps)
-            while len(self._plans) > 1 and (len(self._plans) > _MAX_PLANS or total > _MAX_PLAN_BYTES):
+            while len(self._plans) > 1 and (len(self._plans) > _MAX_PLANS or self._idle_bytes > _MAX_PLAN_BYTES):
                 _, dropped = self._plans.popitem(last=False)
-                total -= sum(p.memory.planned_bytes for p in dropped)
+                self._idle_bytes -= sum(p.memory.planned_bytes for p in dropped)
 
     def plan_for(self, feeds: dict) -> Plan:
         """A plan for ``feeds`` (for inspection: ``describe()``, ``memory``); not leased."""

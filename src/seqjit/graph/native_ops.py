@@ -11,6 +11,8 @@ import threading
 
 import numpy as np
 
+from seqjit.graph.ops.rnn_ops import _seq_layout
+
 from seqjit.kernels.activations import spec as act_spec
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
@@ -333,10 +335,8 @@ class OpLowerings:
                 _contig(self.arrays[s_])
         if lengths is not None:
             _contig(self.arrays[lengths], _I64)
-        layers = 1 + max(int(k.rsplit("_l", 1)[1].split("_")[0]) for k in weights if k.startswith("weight_hh_l"))
-        dirs = 2 if any(k.endswith("_reverse") for k in weights) else 1
-        hidden = self.arrays[weights["weight_hh_l0"]].shape[1]
-        b, t = (xa.shape[0], xa.shape[1]) if attrs["batch_first"] else (xa.shape[1], xa.shape[0])
+        specs = [None if i is None else self.plan.specs[i] for i in node.inputs]
+        b, t, hidden, layers, dirs = _seq_layout("lstm" if lstm else "gru", specs, attrs)
         rb, rt = (t, 1) if attrs["batch_first"] else (1, b)
         transpose = b > 4
         table = []
