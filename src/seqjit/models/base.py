@@ -373,13 +373,7 @@ def check_weights(weights: dict, spec: dict, source: str) -> dict:
     missing, unexpected, misshapen or wrongly typed weight, naming ``source``."""
     if not isinstance(weights, dict):
         raise TypeError(f"weights must be a dict of name -> numpy.ndarray, got {type(weights).__name__}")
-    problems = []
-    missing = [n for n in spec if n not in weights]
-    unexpected = [n for n in weights if n not in spec]
-    if missing:
-        problems.append(f"missing weight(s): {_listing(missing)}")
-    if unexpected:
-        problems.append(f"unexpected weight(s): {_listing(unexpected)}")
+    problems = name_problems(spec, weights)
     checked = {}
     for name, want in spec.items():
         if name not in weights:
@@ -397,6 +391,18 @@ def check_weights(weights: dict, spec: dict, source: str) -> dict:
     if problems:
         raise ModelFormatError(f"{source}: " + "; ".join(problems))
     return checked
+
+
+def name_problems(spec: dict, names) -> list:
+    """The messages for weights of ``spec`` missing from ``names`` and names ``spec`` lacks."""
+    problems = []
+    missing = [n for n in spec if n not in names]
+    unexpected = [n for n in names if n not in spec]
+    if missing:
+        problems.append(f"missing weight(s): {_listing(missing)}")
+    if unexpected:
+        problems.append(f"unexpected weight(s): {_listing(unexpected)}")
+    return problems
 
 
 def _listing(names: list, limit: int = 8) -> str:

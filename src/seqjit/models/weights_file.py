@@ -87,15 +87,9 @@ def _entry(path: Path, name: str, entry) -> tuple:
 def check_header(path: Path, entries: dict, spec: dict) -> None:
     """Every weight of ``spec`` (name -> TensorSpec) present in ``entries`` with its shape and dtype,
     and nothing else; one ModelFormatError lists every problem."""
-    from seqjit.models.base import _listing
+    from seqjit.models.base import name_problems
 
-    problems = []
-    missing = [n for n in spec if n not in entries]
-    unexpected = [n for n in entries if n not in spec]
-    if missing:
-        problems.append(f"missing weight(s): {_listing(missing)}")
-    if unexpected:
-        problems.append(f"unexpected weight(s): {_listing(unexpected)}")
+    problems = name_problems(spec, entries)
     for name, want in spec.items():
         if name not in entries:
             continue
