@@ -1,9 +1,27 @@
 # Native GRU / LSTM cell steps for the replay VM: ``include "rnn/_native_cells.pxi"`` after
 # linear/_native.pxi. Weights as given ("out_in", [G*H, I]) or transposed ("in_out": the lowering
-# passes transposed copies for more than a few rows, where the broadcast kernel is faster). Two GEMVs (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate
+# passes transposed copies for more than a few rows, where the broadcast kernel is faster). Two GEMVs
+# (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate
 # math of reference.gru_gates / lstm_gates with the vectorisable sigmoid/tanh of _vecmath.pxi, in
 # short loops over few pointers each (gcc vectorises those; one loop over all the gate arrays it
 # did not, and the gates then cost as much as the products).
+#
+# ``pre`` (or NULL): rows [B, G*H] added to the input projection, which the lowering gathered from
+# a table of projected embeddings (seqjit.graph.input_fold); ``w_ih`` NULL then means the whole
+# input projection is ``pre`` (x unused).
+
+
+cdef inline void _input_gates(const float* x, Py_ssize_t ldx, const float* w_ih, const float* b_ih,
+                              const float* pre, float* xg, int B, int I, int GH, int nthreads,
+                              bint out_in) noexcept nogil:
+    cdef Py_ssize_t j, n = <Py_ssize_t>B * GH
+    if w_ih == NULL:
+        memcpy(xg, pre, n * sizeof(float))
+        return
+    native_linear(x, ldx, B, I, w_ih, GH, out_in, b_ih, xg, GH, _NONE, nthreads)
+    if pre != NULL:
+        for j in range(n):
+            xg[j] += pre[j]
 
 
 cdef inline void gru_gates_row(float* xr, const float* hr, const float* h, float* out, int H) noexcept nogil:
@@ -41,14 +59,14 @@ cdef inline void lstm_gates_row(float* xr, const float* hr, const float* c, floa
 cdef void native_gru_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssize_t ldh,
                           const float* w_ih, const float* w_hh, const float* b_ih, const float* b_hh,
                           float* out, Py_ssize_t ldo, int B, int I, int H, float* scratch, int nthreads,
-                          bint out_in) noexcept nogil:
+                          bint out_in, const float* pre) noexcept nogil:
     cdef float* xg = scratch
     cdef float* hg = scratch + <Py_ssize_t>B * 3 * H
     cdef int b, j
 
     cdef float* xr
     cdef float* hr
-    native_linear(x, ldx, B, I, w_ih, 3 * H, out_in, b_ih, xg, 3 * H, _NONE, nthreads)
+    _input_gates(x, ldx, w_ih, b_ih, pre, xg, B, I, 3 * H, nthreads, out_in)
     native_linear(h, ldh, B, H, w_hh, 3 * H, out_in, b_hh, hg, 3 * H, _NONE, nthreads)
     for b in range(B):
         gru_gates_row(xg + b * 3 * H, hg + b * 3 * H, h + b * ldh, out + b * ldo, H)
@@ -57,14 +75,15 @@ cdef void native_gru_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssi
 cdef void native_lstm_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssize_t ldh,
                            const float* c, Py_ssize_t ldc, const float* w_ih, const float* w_hh,
                            const float* b_ih, const float* b_hh, float* h_out, float* c_out,
-                           int B, int I, int H, float* scratch, int nthreads, bint out_in) noexcept nogil:
+                           int B, int I, int H, float* scratch, int nthreads, bint out_in,
+                           const float* pre) noexcept nogil:
     cdef float* xg = scratch
     cdef float* hg = scratch + <Py_ssize_t>B * 4 * H
     cdef int b, j
 
     cdef float* xr
     cdef float* hr
-    native_linear(x, ldx, B, I, w_ih, 4 * H, out_in, b_ih, xg, 4 * H, _NONE, nthreads)
+    _input_gates(x, ldx, w_ih, b_ih, pre, xg, B, I, 4 * H, nthreads, out_in)
     native_linear(h, ldh, B, H, w_hh, 4 * H, out_in, b_hh, hg, 4 * H, _NONE, nthreads)
     for b in range(B):
         lstm_gates_row(xg + b * 4 * H, hg + b * 4 * H, c + b * ldc, h_out + b * H, c_out + b * H, H)

@@ -10,6 +10,8 @@
 # rt = B), rows ld elements apart; layers past the first read and write time-major scratch.
 # ``wtab``: per (layer, direction), the addresses of w_ih, w_hh, b_ih, b_hh (0: no bias); the
 # weights as PyTorch stores them (``out_in``) or all transposed (the lowering's choice for batches).
+# ``ptab`` (or NULL): per direction, the address of layer 0's input projection of every row, gathered
+# by the lowering from a projected-embedding table (seqjit.graph.input_fold); the product is skipped.
 # scratch: T*B*G*H (input projections) + B*G*H + 2*B*H (h, c) + 2*T*B*D*H (layer outputs) floats.
 from libc.stdint cimport int64_t
 from libc.string cimport memset, memcpy
@@ -19,10 +21,11 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                               const float* h0, const float* c0, const int64_t* lengths, const Py_ssize_t* wtab,
                               float* out, Py_ssize_t ldo, float* h_n, float* c_n,
                               int B, int T, int H, int L, int D, float* scratch, int nthreads,
-                              bint out_in) noexcept nogil:
+                              bint out_in, const Py_ssize_t* ptab) noexcept nogil:
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, DH = <Py_ssize_t>D * H
     cdef float* xg = scratch
+    cdef float* xgd
     cdef float* hg = xg + <Py_ssize_t>T * B * GH
     cdef float* h = hg + <Py_ssize_t>B * GH
     cdef float* c = h + <Py_ssize_t>B * H
@@ -47,8 +50,12 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
         for d in range(D):
             wt = wtab + (k * D + d) * 4
             # input projection of every row (b, t) of the layer input, in the input's row order
-            native_linear(lin, in_ld, B * T, n_in, <const float*>wt[0], <int>GH, out_in, <const float*>wt[2],
-                          xg, GH, _NONE, nthreads)
+            if k == 0 and ptab != NULL:
+                xgd = <float*>ptab[d]
+            else:
+                xgd = xg
+                native_linear(lin, in_ld, B * T, n_in, <const float*>wt[0], <int>GH, out_in, <const float*>wt[2],
+                              xg, GH, _NONE, nthreads)
             if h0 != NULL:
                 memcpy(h, h0 + <Py_ssize_t>(k * D + d) * B * H, B * H * sizeof(float))
             else:
@@ -66,7 +73,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                     if s >= len_b:
                         continue
                     t = len_b - 1 - s if d == 1 else s
-                    xr = xg + (b * in_rb + t * in_rt) * GH
+                    xr = xgd + (b * in_rb + t * in_rt) * GH
                     hr = hg + b * GH
                     orow = lout + (b * o_rb + t * o_rt) * o_ld + d * H
                     if lstm:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqjit.graph.input_fold import find_folds
 from seqjit.graph.native_ops import OP, OpLowerings, Unsupported, _addr  # noqa: F401 (OP, Unsupported re-exported)
 
 _F32 = np.dtype(np.float32)
@@ -39,6 +40,10 @@ class Lowering(OpLowerings):
         self.current: list = [feeds[n] for n in self.inputs]  # the arrays of the run in progress
         #: (node name, op, "native" or "python") of each instruction, for the profiler
         self.labels: list = []
+        #: recurrent cells whose input projection is a gather from a projected-embedding table, and
+        #: the nodes that then need not run (seqjit.graph.input_fold)
+        self.folds = find_folds(plan)
+        self.skipped = {name for f in self.folds.values() for name in f.dead}
         for node, attrs, modes, fn in zip(plan.nodes, plan.attrs, plan.modes, plan.fns):
             before = len(self.prog)
             self._lower(node, attrs, modes, fn)
@@ -86,6 +91,10 @@ class Lowering(OpLowerings):
     def _lower(self, node, attrs, modes, fn):
         self._called_back = False
         plan = self.plan
+        if node.name in self.skipped:
+            for out in node.outputs:
+                self.arrays[out] = self.own(plan.specs[out])
+            return
         outs = []
         for out, mode in zip(node.outputs, modes):
             if mode == "out":

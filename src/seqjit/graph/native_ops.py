@@ -285,34 +285,54 @@ class OpLowerings:
 
     def op_gru_cell(self, node, attrs):
         x, h, w_ih, w_hh, b_ih, b_hh = (list(node.inputs) + [None, None])[:6]
-        (y,) = node.outputs
-        bsz, i, ldx = _rows(self.arrays[x])
-        _, hd, ldh = _rows(self.arrays[h])
-        _, _, ldo = _rows(self.arrays[y])
-        for n in (w_ih, w_hh, b_ih, b_hh):
-            if n is not None:
-                _contig(self.arrays[n])
-        scratch = np.zeros(2 * bsz * 3 * hd, np.float32)
-        threads = 0 if bsz * 3 * hd * (i + hd) >= PARALLEL_MACS else 1
-        (w_ih, w_hh), layout = self._batch_layout(bsz, w_ih, w_hh)
-        self.emit("gru_cell", [x, h, w_ih, w_hh, b_ih, b_hh, y, scratch], [bsz, i, hd, ldx, ldh, ldo, layout],
-                  threads=threads, keep=[scratch])
+        self._cell(node, 3, x, [h], w_ih, w_hh, b_ih, b_hh, list(node.outputs))
 
     def op_lstm_cell(self, node, attrs):
         x, h, c, w_ih, w_hh, b_ih, b_hh = (list(node.inputs) + [None, None])[:7]
-        ho, co = node.outputs
-        bsz, i, ldx = _rows(self.arrays[x])
-        _, hd, ldh = _rows(self.arrays[h])
-        _, _, ldc = _rows(self.arrays[c])
+        self._cell(node, 4, x, [h, c], w_ih, w_hh, b_ih, b_hh, list(node.outputs))
+
+    def _cell(self, node, gates, x, states, w_ih, w_hh, b_ih, b_hh, outs):
+        """gru_cell (gates 3: states [h], outs [h']) or lstm_cell (4: [h, c], [h', c']); the input
+        projection folded into a gather when the lowering found a table (seqjit.graph.input_fold)."""
+        h = states[0]
+        bsz, hd, ldh = _rows(self.arrays[h])
+        _, _, ldo = _rows(self.arrays[outs[0]])
         for n in (w_ih, w_hh, b_ih, b_hh):
             if n is not None:
                 _contig(self.arrays[n])
-        _contig(self.arrays[ho]), _contig(self.arrays[co])
-        scratch = np.zeros(2 * bsz * 4 * hd, np.float32)
-        threads = 0 if bsz * 4 * hd * (i + hd) >= PARALLEL_MACS else 1
-        (w_ih, w_hh), layout = self._batch_layout(bsz, w_ih, w_hh)
-        self.emit("lstm_cell", [x, h, c, w_ih, w_hh, b_ih, b_hh, ho, co, scratch], [bsz, i, hd, ldx, ldh, ldc, layout],
-                  threads=threads, keep=[scratch])
+        fold = self.folds.get(node.name)
+        pre = None
+        if fold is not None:
+            pre = np.zeros((bsz, gates * hd), np.float32)
+            ids = _contig(self.arrays[fold.ids], _I64)
+            if ids.size != bsz:
+                raise Unsupported("ids per row")
+            self._gather(fold.ids, fold.tables[0], pre)
+            x, b_ih, w_ih = fold.rest, None, None
+            if x is not None:
+                w_ih = f"{node.name}:w_ih_rest"
+                self.arrays[w_ih] = fold.w_rest
+        i, ldx = 0, 0
+        if x is not None:
+            _, i, ldx = _rows(self.arrays[x])
+        scratch = np.zeros(2 * bsz * gates * hd, np.float32)
+        threads = 0 if bsz * gates * hd * (i + hd) >= PARALLEL_MACS else 1
+        weights, layout = self._batch_layout(bsz, *[w for w in (w_ih, w_hh) if w is not None])
+        w_ih, w_hh = ([None] if w_ih is None else []) + weights
+        keep = [scratch] + ([] if pre is None else [pre]) + ([] if fold is None or fold.w_rest is None else [fold.w_rest])
+        if gates == 3:
+            self.emit("gru_cell", [x, h, w_ih, w_hh, b_ih, b_hh, outs[0], scratch, pre],
+                      [bsz, i, hd, ldx, ldh, ldo, layout], threads=threads, keep=keep)
+            return
+        c = states[1]
+        _, _, ldc = _rows(self.arrays[c])
+        _contig(self.arrays[outs[0]]), _contig(self.arrays[outs[1]])
+        self.emit("lstm_cell", [x, h, c, w_ih, w_hh, b_ih, b_hh, outs[0], outs[1], scratch, pre],
+                  [bsz, i, hd, ldx, ldh, ldc, layout], threads=threads, keep=keep)
+
+    def _gather(self, ids, table, out):
+        """out[r] = table[ids[r]] (ids bounds-checked at run time, like the embedding's)."""
+        self.emit("embedding", [ids, table, None, out], [out.shape[0], table.shape[1], 1, table.shape[0]], [1.0])
 
     def op_gru(self, node, attrs):
         self._sequence(node, attrs, lstm=False)
@@ -351,15 +371,24 @@ class OpLowerings:
                         table.append(0 if w is None else _addr(_contig(self.arrays[w])))
         wtab = np.array(table, np.int64)
         g = 4 if lstm else 3
+        fold = self.folds.get(node.name)
+        ptab, pres = None, []
+        if fold is not None:  # layer 0's input projection: gathers from projected-embedding tables
+            if _contig(self.arrays[fold.ids], _I64).size != b * t:
+                raise Unsupported("ids per row")
+            for tab in fold.tables:
+                pres.append(np.zeros((b * t, g * hidden), np.float32))
+                self._gather(fold.ids, tab, pres[-1])
+            ptab = np.array([_addr(p) for p in pres], np.int64)
         scratch = np.zeros(t * b * g * hidden + b * g * hidden + 2 * b * hidden + 2 * t * b * dirs * hidden + 16,
                            np.float32)
         macs = t * b * g * hidden * (xa.shape[2] + hidden)
         h0 = states[0]
         c0 = states[1] if lstm else None
-        self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch],
+        self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch, ptab],
                   [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs,
                    int(transpose)],
-                  threads=0 if macs >= PARALLEL_MACS else 1, keep=[wtab, scratch])
+                  threads=0 if macs >= PARALLEL_MACS else 1, keep=[wtab, scratch, *pres])
 
     def op_additive_attention(self, node, attrs):
         q, kp, k, w_q, v, lengths = (list(node.inputs) + [None])[:6]
