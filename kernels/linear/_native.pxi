@@ -12,6 +12,12 @@ from scipy.linalg.cython_blas cimport sgemm
 
 include "activations/_act.pxi"
 
+cdef extern from "activations/native_act.h" nogil:
+    # the float32 row loops compiled per instruction set (Cython's act_row_f32 is baseline-only)
+    void sj_act_row(const float *src, const float *bias, float *dst, Py_ssize_t n, int code)
+    void sj_gru_gates_row(float *xr, const float *hr, const float *h, float *out, int H)
+    void sj_lstm_gates_row(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H)
+
 cdef extern from "linear/native_gemv.h" nogil:
     int SJ_GEMV_MAX_ROWS
     void sj_gemv_rows(const float *x, Py_ssize_t ldx, int M, const float *w, int K, const float *bias,
@@ -51,11 +57,11 @@ cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const floa
             _gemv_cols(x, ldx, M, K, w, N, out_in, bias, y, ldy, 0, N)
         if act != _NONE:
             for m in range(M):
-                act_row_f32(y + m * ldy, NULL, y + m * ldy, N, act)
+                sj_act_row(y + m * ldy, NULL, y + m * ldy, N, act)
         return
     lda = K if out_in else N
     ta = b"T" if out_in else b"N"
     sgemm(ta, tn, &N, &M, &K, &one, <float*>w, &lda, <float*>x, &ldxi, &zero, y, &ldyi)
     if bias != NULL or act != _NONE:
         for m in range(M):
-            act_row_f32(y + m * ldy, bias, y + m * ldy, N, act)
+            sj_act_row(y + m * ldy, bias, y + m * ldy, N, act)

@@ -1,10 +1,9 @@
 # Native GRU / LSTM cell steps for the replay VM: ``include "rnn/_native_cells.pxi"`` after
 # linear/_native.pxi. Weights as given ("out_in", [G*H, I]) or transposed ("in_out": the lowering
 # passes transposed copies for more than a few rows, where the broadcast kernel is faster). Two GEMVs
-# (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate
-# math of reference.gru_gates / lstm_gates with the vectorisable sigmoid/tanh of _vecmath.pxi, in
-# short loops over few pointers each (gcc vectorises those; one loop over all the gate arrays it
-# did not, and the gates then cost as much as the products).
+# (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate math of reference.gru_gates /
+# lstm_gates in C (activations/native_act.h: the _vecmath sigmoid/tanh in short loops over few
+# pointers each, compiled per instruction set, so they vectorise 16 lanes wide on AVX-512).
 #
 # ``pre`` (or NULL): rows [B, G*H] added to the input projection, which the lowering gathered from
 # a table of projected embeddings (seqjit.graph.input_fold); ``w_ih`` NULL then means the whole
@@ -25,35 +24,15 @@ cdef inline void _input_gates(const float* x, Py_ssize_t ldx, const float* w_ih,
 
 
 cdef inline void gru_gates_row(float* xr, const float* hr, const float* h, float* out, int H) noexcept nogil:
-    """xr: [r | z | n] input projections (overwritten), hr: the hidden ones; out = h'."""
-    cdef int j
-    cdef float* zr = xr + H
-    cdef float* nr = xr + 2 * H
-    cdef const float* hn = hr + 2 * H
-    for j in range(2 * H):
-        xr[j] = sigmoid_f32(xr[j] + hr[j])
-    for j in range(H):
-        nr[j] = tanh_f32(nr[j] + xr[j] * hn[j])
-    for j in range(H):
-        out[j] = (<float>1.0 - zr[j]) * nr[j] + zr[j] * h[j]
+    """xr: [r | z | n] input projections (overwritten), hr: the hidden ones; out = h' (C, per ISA:
+    activations/native_act.h)."""
+    sj_gru_gates_row(xr, hr, h, out, H)
 
 
 cdef inline void lstm_gates_row(float* xr, const float* hr, const float* c, float* h_out, float* c_out,
                                 int H) noexcept nogil:
     """xr: [i | f | g | o] input projections (overwritten), hr: the hidden ones."""
-    cdef int j
-    for j in range(4 * H):
-        xr[j] = xr[j] + hr[j]
-    for j in range(2 * H):
-        xr[j] = sigmoid_f32(xr[j])
-    for j in range(H):
-        xr[2 * H + j] = tanh_f32(xr[2 * H + j])
-    for j in range(H):
-        xr[3 * H + j] = sigmoid_f32(xr[3 * H + j])
-    for j in range(H):
-        c_out[j] = xr[H + j] * c[j] + xr[j] * xr[2 * H + j]
-    for j in range(H):
-        h_out[j] = xr[3 * H + j] * tanh_f32(c_out[j])
+    sj_lstm_gates_row(xr, hr, c, h_out, c_out, H)
 
 
 cdef void native_gru_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssize_t ldh,

@@ -29,7 +29,8 @@ def run_native(build, feeds):
 @pytest.mark.parametrize("m", [1, 3, 4, 7, 64])
 @pytest.mark.parametrize("k,n", [(128, 384), (37, 5), (64, 100), (200, 33)])
 @pytest.mark.parametrize("act,bias,layout", [(None, True, "out_in"), ("gelu", False, "out_in"),
-                                             ("silu", True, "in_out"), ("tanh", True, "out_in")])
+                                             ("silu", True, "in_out"), ("tanh", True, "out_in"),
+                                             ("gelu_tanh", True, "in_out"), ("relu", False, "out_in")])
 def test_linear(m, k, n, act, bias, layout):
     x = f32(m, k)
     w = f32(n, k, scale=0.2) if layout == "out_in" else f32(k, n, scale=0.2)
@@ -61,6 +62,26 @@ def test_linear_parallel_columns_equal_serial():
             np.testing.assert_allclose(run_native(build, {"x": x})["y"], ref, **TOL)
     finally:
         seqjit.set_num_threads(before)
+
+
+@pytest.mark.parametrize("op,attrs,ref", [("relu", {}, "relu"), ("gelu", {}, "gelu"),
+                                          ("gelu", {"approximate": "tanh"}, "gelu_tanh"), ("silu", {}, "silu"),
+                                          ("tanh", {}, "tanh")])
+def test_activations_over_the_whole_float_range(op, attrs, ref):
+    """The per-instruction-set C loops (activations/native_act.h) against the reference, from the
+    exp clamps (|x| ~ 88) through the polynomial switch points to 0, at a length that is no
+    multiple of any vector width."""
+    x = np.concatenate([np.linspace(-120, 120, 2001), np.linspace(-1.5, 1.5, 1001),
+                        [0.0, -0.0, 0.625, -0.625, 1.0, -1.0, 87.3, -87.4, 88.8, -88.8]]).astype(np.float32)[None]
+
+    def build(g):
+        g.output(g.op(op, g.input("x", dtype="float"), **attrs), name="y")
+
+    if ref == "gelu_tanh":
+        want = kernels.get("gelu", "reference")(x, approximate="tanh")
+    else:
+        want = kernels.get(ref, "reference")(x)
+    np.testing.assert_allclose(run_native(build, {"x": x})["y"], want, **TOL)
 
 
 @pytest.mark.parametrize("shape", [(1, 128), (5, 3, 48), (2, 7)])

@@ -308,7 +308,7 @@ cdef class Program:
                                  <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
                                  <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5])
             elif c.op == OP_ACT:
-                act_row_f32(<float*>c.p[0], NULL, <float*>c.p[1], c.i[0], <int>c.i[1])
+                sj_act_row(<float*>c.p[0], NULL, <float*>c.p[1], c.i[0], <int>c.i[1])
             elif c.op == OP_GRU_CELL:
                 native_gru_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], <float*>c.p[3],
                                 <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], c.i[5], <int>c.i[0], <int>c.i[1],

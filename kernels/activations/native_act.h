@@ -1,0 +1,31 @@
+/* float32 activations and recurrent gate rows for the native replay (seqjit.graph._native_vm),
+   compiled for AVX-512, AVX2 + FMA and the baseline (the row loops vectorise: 16, 8 or 4 lanes)
+   and picked at run time by CPU features (the dispatch of linear/native_gemv.h). Cython's own
+   loops in this module are compiled for the baseline only (SSE2: four lanes at best). */
+#ifndef SJ_NATIVE_ACT_H
+#define SJ_NATIVE_ACT_H
+#include <stddef.h>
+#include "linear/native_gemv.h"
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("no-trapping-math")  /* if-convert the selects (see kernels/_vecmath.pxi) */
+#endif
+#define SJ_ISA_BODY "activations/native_act_body.h"
+#include "_sj_isa_variants.h"
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC pop_options
+#endif
+
+static void sj_act_row(const float *src, const float *bias, float *dst, ptrdiff_t n, int code) {
+    SJ_DISPATCH(act_row, src, bias, dst, n, code);
+}
+
+static void sj_gru_gates_row(float *xr, const float *hr, const float *h, float *out, int H) {
+    SJ_DISPATCH(gru_gates_row, xr, hr, h, out, H);
+}
+
+static void sj_lstm_gates_row(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H) {
+    SJ_DISPATCH(lstm_gates_row, xr, hr, c, h_out, c_out, H);
+}
+#endif

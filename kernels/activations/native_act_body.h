@@ -1,0 +1,83 @@
+/* Body of native_act.h, compiled once per instruction set with SJ_NAME(x) naming the variant.
+   No include guard: that is the point. The formulas and constants are those of kernels/_vecmath.pxi
+   (Cephes exp, tanh, Abramowitz & Stegun erf), written with selects instead of branches so each
+   row loop vectorises. */
+
+static inline float SJ_NAME(bits)(int b) { float f; __builtin_memcpy(&f, &b, 4); return f; }
+
+static inline float SJ_NAME(exp)(float x) {
+    float xc = x < -87.3365447504f ? -87.3365447504f : x;
+    xc = xc > 88.7228391117f ? 88.7228391117f : xc;
+    const float magic = 12582912.0f;
+    float n = (xc * 1.44269504088896341f + magic) - magic;
+    float f = xc - n * 0.693359375f - n * -2.12194440e-4f;
+    float z = f * f;
+    float p = (((((1.9875691500e-4f * f + 1.3981999507e-3f) * f + 8.3334519073e-3f) * f + 4.1665795894e-2f) * f
+                + 1.6666665459e-1f) * f + 5.0000001201e-1f) * z + f + 1.0f;
+    float r = p * SJ_NAME(bits)(((int)n + 127) << 23);
+    return x < -87.3365447504f ? 0.0f : r;
+}
+
+static inline float SJ_NAME(tanh)(float x) {
+    float a = x >= 0 ? x : -x;
+    float e = SJ_NAME(exp)(-2.0f * a);
+    float big = (1.0f - e) / (1.0f + e);
+    float z = x * x;
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z + -5.37397155531e-2f) * z
+                    + 1.33314422036e-1f) * z + -3.33332819422e-1f) * z * a + a;
+    float r = a < 0.625f ? small : big;
+    return x < 0 ? -r : r;
+}
+
+static inline float SJ_NAME(erf)(float x) {
+    float a = x >= 0 ? x : -x;
+    float z = a * a;
+    float small = ((((((7.853861353153693e-5f * z + -8.010193625184903e-4f) * z + 5.188327685732524e-3f) * z
+                      + -2.685381193529856e-2f) * z + 1.128358514861418e-1f) * z + -3.761262582423300e-1f) * z
+                   + 1.128379165726710f) * a;
+    float t = 1.0f / (1.0f + 0.3275911f * a);
+    float poly = ((((1.061405429f * t + -1.453152027f) * t + 1.421413741f) * t + -0.284496736f) * t + 0.254829592f) * t;
+    float big = 1.0f - poly * SJ_NAME(exp)(-z);
+    float r = a < 1.0f ? small : big;
+    return x < 0 ? -r : r;
+}
+
+static inline float SJ_NAME(sigmoid)(float x) { return 1.0f / (1.0f + SJ_NAME(exp)(-x)); }
+
+/* dst[i] = act(src[i] (+ bias[i])) for the codes of kernels/activations/spec.py; dst may be src */
+static void SJ_NAME(act_row)(const float *src, const float *bias, float *dst, ptrdiff_t n, int code) {
+    ptrdiff_t i;
+#define SJ_ACT_LOOP(EXPR) \
+    if (bias) { for (i = 0; i < n; i++) { float v = src[i] + bias[i]; dst[i] = (EXPR); } } \
+    else { for (i = 0; i < n; i++) { float v = src[i]; dst[i] = (EXPR); } }
+    switch (code) {
+    case 1: SJ_ACT_LOOP(v < 0 ? 0.0f : v); break;
+    case 2: SJ_ACT_LOOP(0.5f * v * (1.0f + SJ_NAME(erf)(v * 0.7071067811865476f))); break;
+    case 3: SJ_ACT_LOOP(0.5f * v * (1.0f + SJ_NAME(tanh)(0.7978845608028654f * (v + 0.044715f * v * v * v)))); break;
+    case 4: SJ_ACT_LOOP(v * SJ_NAME(sigmoid)(v)); break;
+    case 5: SJ_ACT_LOOP(SJ_NAME(tanh)(v)); break;
+    default: SJ_ACT_LOOP(v); break;
+    }
+#undef SJ_ACT_LOOP
+}
+
+/* One GRU row: xr = [r | z | n] input projections (overwritten), hr the hidden ones (n part of
+   W_hh h + b_hh), h the previous state; out = h' (reference.gru_gates) */
+static void SJ_NAME(gru_gates_row)(float *xr, const float *hr, const float *h, float *out, int H) {
+    for (int j = 0; j < 2 * H; j++) xr[j] = SJ_NAME(sigmoid)(xr[j] + hr[j]);
+    const float *zr = xr + H, *hn = hr + 2 * H;
+    float *nr = xr + 2 * H;
+    for (int j = 0; j < H; j++) nr[j] = SJ_NAME(tanh)(nr[j] + xr[j] * hn[j]);
+    for (int j = 0; j < H; j++) out[j] = (1.0f - zr[j]) * nr[j] + zr[j] * h[j];
+}
+
+/* One LSTM row: xr = [i | f | g | o] input projections (overwritten), hr the hidden ones
+   (reference.lstm_gates); c_out may be c */
+static void SJ_NAME(lstm_gates_row)(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H) {
+    for (int j = 0; j < 4 * H; j++) xr[j] += hr[j];
+    for (int j = 0; j < 2 * H; j++) xr[j] = SJ_NAME(sigmoid)(xr[j]);
+    for (int j = 2 * H; j < 3 * H; j++) xr[j] = SJ_NAME(tanh)(xr[j]);
+    for (int j = 3 * H; j < 4 * H; j++) xr[j] = SJ_NAME(sigmoid)(xr[j]);
+    for (int j = 0; j < H; j++) c_out[j] = xr[H + j] * c[j] + xr[j] * xr[2 * H + j];
+    for (int j = 0; j < H; j++) h_out[j] = xr[3 * H + j] * SJ_NAME(tanh)(c_out[j]);
+}
