@@ -44,29 +44,53 @@ def test_marian_int8_teacher_forced_logits(marian_fp32_int8):
     np.testing.assert_allclose(int8.logits_stepwise(src[:4], tgt[:4]), b[:4], rtol=1e-4, atol=1e-4)
 
 
-def test_marian_int8_greedy_ids_diverge_only_at_near_ties(marian_fp32_int8):
-    """Greedy ids of 50 sources, 20 tokens each. This random-weight model is chaotic (an int8
-    rounding of the weights alone, with float32 arithmetic, changes the same share of sequences), so
-    sequences do diverge; each divergence must come at a step where float32's own choice was a near
-    tie: the float32 logits of the two tokens differ by less than twice the largest teacher-forced
-    logit error of the int8 model on these sources."""
+def _simulated_int8(hf):
+    """The int8 scheme simulated in PyTorch, float arithmetic (an independent implementation of
+    kernels/linear_int8/reference.py's rounding): a copy of ``hf`` whose linear weights and token
+    table are rounded per row to ``rint(w * 127 / max|w|) * max|w| / 127``, and whose linears round
+    each input row the same way on every call."""
+    import copy
+
+    import torch
+
+    def rounded(x):
+        amax = x.abs().amax(dim=-1, keepdim=True)
+        scale = torch.where(amax > 0, amax / 127, torch.ones_like(amax))
+        return torch.round(x / scale) * scale  # half to even, as rint
+
+    model = copy.deepcopy(hf)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, torch.nn.Linear) and module.weight is not model.lm_head.weight:
+                module.weight.copy_(rounded(module.weight))
+        model.model.shared.weight.copy_(rounded(model.model.shared.weight))  # tied: the output projection too
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear):
+            module.register_forward_pre_hook(lambda _, args: (rounded(args[0]),))
+    return model
+
+
+def test_marian_int8_greedy_ids_agree_with_float32(marian_fp32_int8, make_tiny_marian, marian_generate):
+    """Greedy ids of 50 sources, 20 tokens each, against float32. Issue 13 asks >= 95 %; NOT MET:
+    84 % here (benchmarks/int8/tiny_marian_accuracy.py: 82 % on average over 12 seeds of this
+    model, 56-94 %; CTranslate2 int8 against its own float32 on the same models: 82 %, with ids
+    identical to seqjit int8's on 599 of 600 sources). This random model's best two logits are
+    often close, and 95 % would need a ~7x smaller logit error than per-row int8 gives (about 11-bit
+    rounding); see benchmarks/results/int8.md. The floor asserted is the measured figure less one
+    source (a float32 rounding elsewhere can move one near tie on another CPU). Every divergence is
+    the scheme's, not the kernels': seqjit int8 decodes like the PyTorch simulation of the scheme."""
     fp32, int8 = marian_fp32_int8
     sources = _sources(50, seed=7)
     want = [r.ids[0] for r in fp32.generate(sources, max_length=20)]
     got = [r.ids[0] for r in int8.generate(sources, max_length=20)]
     same = sum(a == b for a, b in zip(want, got)) / len(sources)
-    gaps, worst = [], 0.0
-    for src, a, b in zip(sources, want, got):
-        prefix = [PAD] + a  # decoder start, then float32's tokens
-        f, q = fp32.logits([src], [prefix])[0], int8.logits([src], [prefix])[0]
-        worst = max(worst, float(np.abs(f - q).max()))
-        if a != b:
-            i = next(i for i, (x, y) in enumerate(zip(a + [-1], b + [-1])) if x != y)
-            gaps.append(float(f[i, a[i]] - f[i, b[i]]) if i < len(a) and i < len(b) else 0.0)
-    print(f"\ntiny Marian greedy ids identical to float32 on {same:.0%} of 50 sources; float32 logit gaps at the "
-          f"divergences {np.round(sorted(gaps), 3).tolist()}, largest teacher-forced error {worst:.3f}")
-    assert same >= 0.6
-    assert all(0 <= g < 2 * worst for g in gaps)
+    print(f"\ntiny Marian greedy ids identical to float32 on {same:.0%} of 50 sources (issue 13 asks 95 %)")
+    assert same >= 0.82
+    out = marian_generate(_simulated_int8(make_tiny_marian()), sources, num_beams=1, max_new_tokens=20)
+    simulated = [row[:row.index(0) + 1] if 0 in row else row for row in out[:, 1:].tolist()]
+    matches = sum(a == b for a, b in zip(simulated, got))
+    print(f"seqjit int8 ids equal the PyTorch simulation of the scheme on {matches} of 50 sources")
+    assert matches >= 49
 
 
 def test_int8_model_directory_round_trip(marian_fp32_int8, tmp_path):
