@@ -105,12 +105,48 @@ static void SJ_NAME(in_out_rows4)(const float *x0, const float *x1, const float 
     }
 }
 
-/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N], 4 rows at a time (a last
-   block of 1-3 rows reads row m in place of the missing ones and stores only its own rows, so the
-   weight is read once per block of rows). */
+/* 8 full rows of y, columns [n0, n1) with n1 - n0 a multiple of 32: 16 vector accumulators (8 rows x
+   32 columns), one broadcast x value per row and two W vectors per k; the same sums in the same
+   order as in_out_rows4, with half the W reads per row (about 10-15% faster at batch 48-240 on
+   Zen 5: the 4-row kernel is bound by its loads) */
+static void SJ_NAME(in_out_rows8)(const float *x, ptrdiff_t ldx, const float *w, int K, int N, const float *bias,
+                                  float *y, ptrdiff_t ldy, int n0, int n1) {
+    for (int n = n0; n + 32 <= n1; n += 32) {
+        sj_v16 c[8][2];
+        for (int r = 0; r < 8; r++) { c[r][0] = (sj_v16){0}; c[r][1] = (sj_v16){0}; }
+        const float *wk = w + n;
+        for (int k = 0; k < K; k++, wk += N) {
+            sj_v16 b0 = *(const sj_v16u *)wk, b1 = *(const sj_v16u *)(wk + 16);
+            for (int r = 0; r < 8; r++) {
+                float a = x[r * ldx + k];
+                c[r][0] += a * b0;
+                c[r][1] += a * b1;
+            }
+        }
+        for (int r = 0; r < 8; r++) {
+            if (bias) { c[r][0] += *(const sj_v16u *)(bias + n); c[r][1] += *(const sj_v16u *)(bias + n + 16); }
+            *(sj_v16u *)(y + r * ldy + n) = c[r][0];
+            *(sj_v16u *)(y + r * ldy + n + 16) = c[r][1];
+        }
+    }
+}
+
+/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: 8 rows at a time over the
+   32-column blocks, 4 at a time elsewhere (a last block of 1-3 rows reads row m in place of the
+   missing ones and stores only its own rows, so the weight is read once per block of rows). */
 static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, const float *w, int K, int N,
                                       const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
-    for (int m = 0; m < M; m += 4) {
+    int m = 0;
+    const int n32 = n0 + (n1 - n0) / 32 * 32;
+    for (; m + 8 <= M; m += 8) {
+        const float *x0 = x + m * ldx;
+        SJ_NAME(in_out_rows8)(x0, ldx, w, K, N, bias, y + m * ldy, ldy, n0, n32);
+        if (n32 < n1)
+            for (int h = 0; h < 8; h += 4)
+                SJ_NAME(in_out_rows4)(x0 + h * ldx, x0 + (h + 1) * ldx, x0 + (h + 2) * ldx, x0 + (h + 3) * ldx,
+                                      w, K, N, bias, y + (m + h) * ldy, ldy, n32, n1, 4);
+    }
+    for (; m < M; m += 4) {
         const int mr = M - m < 4 ? M - m : 4;
         const float *x0 = x + m * ldx;
         SJ_NAME(in_out_rows4)(x0, mr > 1 ? x0 + ldx : x0, mr > 2 ? x0 + 2 * ldx : x0, mr > 3 ? x0 + 3 * ldx : x0,

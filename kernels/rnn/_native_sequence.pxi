@@ -34,7 +34,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
     cdef const float* lin = x
     cdef Py_ssize_t in_rb = rb, in_rt = rt, in_ld = ldx, o_rb, o_rt, o_ld, row
     cdef float* lout
-    cdef int k, d, s, b, t, j, n_in = I, len_b
+    cdef int k, d, s, b, t, j, n_in = I, len_b, nact
     cdef const Py_ssize_t* wt
     cdef float* xr
     cdef const float* hr
@@ -66,9 +66,17 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                 else:
                     memset(c, 0, B * H * sizeof(float))
             for s in range(T):
-                native_linear(h, H, B, H, <const float*>wt[1], <int>GH, out_in, <const float*>wt[3], hg, GH, _NONE,
+                # only rows up to the last one still running (all of them unless sorted by length,
+                # longest first, as generate() batches them): the rest keep their final state
+                nact = B
+                if lengths != NULL:
+                    while nact > 0 and lengths[nact - 1] <= s:
+                        nact -= 1
+                    if nact == 0:
+                        break
+                native_linear(h, H, nact, H, <const float*>wt[1], <int>GH, out_in, <const float*>wt[3], hg, GH, _NONE,
                               nthreads)
-                for b in range(B):
+                for b in range(nact):
                     len_b = T if lengths == NULL else <int>lengths[b]
                     if s >= len_b:
                         continue
