@@ -39,6 +39,8 @@ OPS: dict[str, str] = {
     "linear_int8": "linear_int8",
     "quantize_int8": "linear_int8",
     "matmul_int8": "linear_int8",
+    "gru_recurrence_int8": "rnn_int8",
+    "lstm_recurrence_int8": "rnn_int8",
     "relu": "activations",
     "gelu": "activations",
     "silu": "activations",
@@ -75,6 +77,8 @@ PREFERRED: dict[str, tuple[str, ...]] = {
     "linear_int8": _CYTHON_FIRST,
     "quantize_int8": _CYTHON_FIRST,
     "matmul_int8": _CYTHON_FIRST,
+    "gru_recurrence_int8": _CYTHON_FIRST,
+    "lstm_recurrence_int8": _CYTHON_FIRST,
 }
 
 

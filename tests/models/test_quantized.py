@@ -9,7 +9,7 @@ import pytest
 import seqjit
 from seqjit.errors import ModelFormatError
 from seqjit.models import model_class
-from seqjit.models.quantization import SCALE, linear_weight_names
+from seqjit.models.quantization import SCALE, int8_weight_names
 
 VOCAB, PAD = 96, 95
 
@@ -99,7 +99,7 @@ def test_int8_model_directory_round_trip(marian_fp32_int8, tmp_path):
     config = json.loads((tmp_path / "config.json").read_text())
     assert config["quantization"] == "int8" and config["tie_output"] is True
     loaded = seqjit.load(tmp_path)
-    names = linear_weight_names(loaded.config, loaded.weights)
+    names = int8_weight_names(loaded.config, loaded.weights)
     # every projection of 2 + 2 layers, and the shared embedding (also the tied output projection)
     assert "shared.weight" in names and "decoder.layers.1.fc2.weight" in names and len(names) == 2 * 6 + 2 * 10 + 1
     for name in names:
@@ -152,14 +152,16 @@ def _random_model(arch, seed=0, **config):
 
 
 def test_luong_general_attention_model_int8():
-    """Luong 'general' attention: Wa (encoder keys), the attentional concat layer, the output layer and
-    the LSTM bridges are int8; the recurrent matrices stay float32."""
+    """Luong 'general' attention: Wa (encoder keys), the attentional concat layer, the output layer, the
+    LSTM bridges and the recurrent matrices are int8."""
     fp32 = _random_model("attention_seq2seq", src_vocab_size=23, tgt_vocab_size=29, hidden_size=24, cell="lstm",
                          bidirectional=True, bridge="linear", bridge_activation="tanh", attention="general")
     int8 = seqjit.quantize(fp32, "int8")
     int8_names = sorted(n for n, w in int8.weights.items() if w.dtype == np.int8)
-    assert int8_names == ["bridge.weight", "bridge_c.weight", "decoder.attention.Wa.weight", "decoder.concat.weight",
-                          "decoder.out.weight"]
+    rnn = [f"{side}.rnn.weight_{m}_l0{sfx}" for side, sfxs in (("decoder", ("",)), ("encoder", ("", "_reverse")))
+           for m in ("hh", "ih") for sfx in sfxs]
+    assert int8_names == sorted(["bridge.weight", "bridge_c.weight", "decoder.attention.Wa.weight",
+                                 "decoder.concat.weight", "decoder.out.weight", *rnn])
     rng = np.random.default_rng(1)
     src, tgt = rng.integers(3, 23, (8, 9)), rng.integers(3, 29, (8, 7))
     a, b = fp32.logits(src, tgt), int8.logits(src, tgt)

@@ -30,6 +30,7 @@ include "rnn/_native_cells.pxi"
 include "rnn/_native_sequence.pxi"
 include "additive_attention/_native.pxi"
 include "linear_int8/_native.pxi"
+include "rnn_int8/_recurrence.pxi"
 
 cnp.import_array()
 
@@ -53,6 +54,7 @@ cdef enum:
     OP_RNN_SEQUENCE = 16
     OP_LINEAR_INT8 = 17
     OP_EMBEDDING_INT8 = 18
+    OP_RNN_INT8 = 19
 
 # error codes of a run
 cdef enum:
@@ -335,6 +337,11 @@ cdef class Program:
                 native_linear_int8(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <int8_t*>c.p[1], <float*>c.p[2],
                                    <int>c.i[2], <float*>c.p[3], <float*>c.p[4], c.i[4], <int>c.i[5], <int8_t*>c.p[5],
                                    <int32_t*>c.p[6], <float*>c.p[7], nt)
+            elif c.op == OP_RNN_INT8:
+                int8_recurrence(c.i[0] != 0, <float*>c.p[0], c.i[4], <int>c.i[1], <int>c.i[2], <int>c.i[3],
+                                <int8_t*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[1], <float*>c.p[2],
+                                <int64_t*>c.p[3], c.i[5] != 0, <float*>c.p[7], <float*>c.p[8], <float*>c.p[9],
+                                <float*>c.p[10], <int8_t*>c.p[11], _native_qisa, nt)
             elif c.op == OP_PYCALL:
                 rc = self._callback(c.i[0])
                 if rc:

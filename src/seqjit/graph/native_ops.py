@@ -17,7 +17,7 @@ from seqjit.kernels.activations import spec as act_spec
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
           attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
-          linear_int8=17, embedding_int8=18)
+          linear_int8=17, embedding_int8=18, rnn_int8=19)
 #: a node of at least this many multiply-adds may use the run's threads; smaller ones run on the
 #: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
 #: core is busy with another process costs far more: only products of ~200 us or more pay.
@@ -404,3 +404,33 @@ class OpLowerings:
         (w_q,), layout = self._batch_layout(bsz, w_q)
         self.emit("additive", [q, kp, k, w_q, v, lengths, ctx, wts, scratch], [bsz, s, a, dq, ka.shape[2], ldq, layout],
                   keep=[scratch])
+
+    def op_gru_recurrence_int8(self, node, attrs):
+        self._recurrence_int8(node, attrs, lstm=False)
+
+    def op_lstm_recurrence_int8(self, node, attrs):
+        self._recurrence_int8(node, attrs, lstm=True)
+
+    def _recurrence_int8(self, node, attrs, lstm):
+        """gru/lstm_recurrence_int8 (kernels/rnn_int8/_recurrence.pxi): xg rows (b, t) equally spaced
+        (a view of a merged input projection is fine), everything else contiguous."""
+        n = 2 if lstm else 1
+        xg, states, lengths = node.inputs[0], list(node.inputs[1:1 + n]), node.inputs[1 + n]
+        w, scale, b = (list(node.inputs[2 + n:]) + [None])[:3]
+        xa = self.arrays[xg]
+        if xa.ndim != 3:
+            raise Unsupported("xg rows")
+        _, gh, ldx = _rows(xa)
+        bsz, t = xa.shape[:2]
+        hidden = _contig(self.arrays[w], np.dtype(np.int8)).shape[1]
+        for name in [scale, b, *states, *node.outputs]:
+            if name is not None:
+                _contig(self.arrays[name])
+        if lengths is not None:
+            _contig(self.arrays[lengths], _I64)
+        outs = list(node.outputs) + [None] * (3 - len(node.outputs))
+        scratch = np.zeros(bsz * gh + gh + 2 * bsz, np.float32)
+        qh = np.zeros(max(bsz * hidden, 1), np.int8)
+        threads = 0 if t * bsz * gh * hidden >= PARALLEL_MACS else 1
+        self.emit("rnn_int8", [xg, *(states + [None])[:2], lengths, w, scale, b, *outs, scratch, qh],
+                  [int(lstm), bsz, t, hidden, ldx, int(attrs["reverse"])], threads=threads, keep=[scratch, qh])

@@ -1,22 +1,26 @@
-"""int8 models: every ``linear`` weight stored as int8 with one float32 scale per output row.
+"""int8 models: every ``linear`` weight and every GRU/LSTM matrix stored as int8 with one float32
+scale per output row.
 
 Format (a model directory like any other, ``config.json`` + ``model.safetensors``):
 
 - ``config.json`` holds ``"quantization": "int8"`` (``"none"`` for float models);
 - each quantized weight ``<name>`` is an int8 ``[N, K]`` tensor beside its float32 scales
   ``<name>.scale`` ``[N]``: ``W ~= <name> * <name>.scale[:, None]`` (symmetric per row, see
-  :mod:`seqjit.kernels.linear_int8`). Quantized: every ``linear`` weight and a Transformer's token
+  :mod:`seqjit.kernels.linear_int8`). Quantized: every ``linear`` weight, a Transformer's token
   embedding tables (one scale per token row; a table tied to the output projection is that
-  projection's int8 weight too). Float32: layer norms, biases, position tables, the recurrent
-  matrices of GRU/LSTM cells, RNN embeddings, Bahdanau's ``Wa``/``Va``.
+  projection's int8 weight too), and the RNN matrices ``weight_ih_l*`` / ``weight_hh_l*`` of the
+  encoder and decoder GRU/LSTM (one scale per gate row). Float32: layer norms, biases, position
+  tables, RNN embeddings, Bahdanau's ``Wa``/``Va``.
 
-Which weights are quantized follows from the architecture and config (:func:`linear_weight_names`),
+Which weights are quantized follows from the architecture and config (:func:`int8_weight_names`),
 so the weight spec of an int8 config names every int8 tensor and its scales, and loading checks them
 like every other weight.
 
 In the graphs a quantized weight makes the builders emit ``linear_int8`` (x, int8 weight, scale,
-bias) instead of ``linear``, and ``embedding_int8`` instead of ``embedding``; activations are
-quantized per row on every call (dynamic quantization).
+bias) instead of ``linear``, and ``embedding_int8`` instead of ``embedding``; an int8 RNN layer or
+decoder cell becomes ``linear_int8`` input projections + ``gru_recurrence_int8`` /
+``lstm_recurrence_int8`` (:mod:`seqjit.models.rnn_int8_graphs`). Activations, the recurrent state
+included, are quantized per row on every call (dynamic quantization).
 """
 from __future__ import annotations
 
@@ -31,27 +35,28 @@ _TRANSFORMER_SUFFIXES = ("_proj.weight", ".fc1.weight", ".fc2.weight")
 _TRANSFORMER_TABLES = ("lm_head.weight", "shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 _RNN_LINEARS = ("decoder.out.weight", "bridge.weight", "bridge_c.weight", "decoder.attention.Ua.weight",
                 "decoder.concat.weight")
+_RNN_MATRICES = ("encoder.rnn.weight_", "decoder.rnn.weight_")  # weight_ih_l{k}[_reverse], weight_hh_...
 
 
-def linear_weight_names(config, names) -> list:
+def int8_weight_names(config, names) -> list:
     """The weights among ``names`` that an int8 model of ``config``'s architecture stores as int8:
-    its ``linear`` weights (and a Transformer's embedding tables)."""
+    its ``linear`` weights, a Transformer's embedding tables, an RNN model's GRU/LSTM matrices."""
     if config.arch == "transformer":
         return [n for n in names if n.endswith(_TRANSFORMER_SUFFIXES) or n in _TRANSFORMER_TABLES]
     linears = set(_RNN_LINEARS)
     if getattr(config, "attention", None) == "general":  # Bahdanau's Wa is read by additive_attention
         linears.add("decoder.attention.Wa.weight")
-    return [n for n in names if n in linears]
+    return [n for n in names if n in linears or (n.startswith(_RNN_MATRICES) and not n.endswith(SCALE))]
 
 
 def quantized_spec(spec: dict, config) -> dict:
-    """``spec`` (name -> TensorSpec of a float model) for ``config``'s quantization: each linear
-    weight int8, with its float32 scales ``<name>.scale``."""
+    """``spec`` (name -> TensorSpec of a float model) for ``config``'s quantization: each weight of
+    :func:`int8_weight_names` int8, with its float32 scales ``<name>.scale`` (one per row)."""
     scheme = getattr(config, "quantization", "none")
     if scheme == "none":
         return spec
     out = dict(spec)
-    for name in linear_weight_names(config, spec):
+    for name in int8_weight_names(config, spec):
         shape = tuple(spec[name].shape)
         out[name] = TensorSpec(shape, np.dtype(np.int8))
         out[name + SCALE] = TensorSpec((shape[0],), np.dtype(np.float32))
@@ -71,9 +76,9 @@ def linear(g, x, weights: dict, weight_name: str, bias=None, **attrs):
 
 
 def quantize(model, scheme: str = "int8"):
-    """A new model of the same architecture with every linear weight (and a Transformer's embedding
-    tables) quantized to ``scheme`` ("int8": symmetric per row, float32 scales); ``model`` is left
-    unchanged."""
+    """A new model of the same architecture with the weights of :func:`int8_weight_names` (linear
+    weights, a Transformer's embedding tables, GRU/LSTM matrices) quantized to ``scheme`` ("int8":
+    symmetric per row, float32 scales); ``model`` is left unchanged."""
     from seqjit import kernels
 
     if scheme != "int8":
@@ -88,7 +93,7 @@ def quantize(model, scheme: str = "int8"):
     weights = dict(model.weights)
     config = c.replace(quantization=scheme)
     quantize_rows = kernels.get("quantize_int8")
-    for name in linear_weight_names(config, type(model).weight_spec(config)):
+    for name in int8_weight_names(config, type(model).weight_spec(config)):
         q, s = quantize_rows(np.ascontiguousarray(weights[name], dtype=np.float32))
         weights[name], weights[name + SCALE] = q, s
     new = type(model)(config, weights, backend=model.backend, source="quantized weights")
@@ -97,4 +102,4 @@ def quantize(model, scheme: str = "int8"):
     return new
 
 
-__all__ = ["quantize", "quantized_spec", "linear_weight_names", "linear", "SCHEMES", "SCALE"]
+__all__ = ["quantize", "quantized_spec", "int8_weight_names", "linear", "SCHEMES", "SCALE"]

@@ -6,6 +6,7 @@ L layers, Hd decoder hidden, Et target embedding dim, V target vocabulary.
 from __future__ import annotations
 
 from seqjit.graph import GraphBuilder
+from seqjit.models import rnn_int8_graphs as int8
 from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
 from seqjit.models.quantization import linear
 from seqjit.models.rnn_common import RNNConfig, rnn_keys, state_names
@@ -24,6 +25,9 @@ class RNNPieces:
     def rnn(self, x, prefix: str, directions: int, *, h0=None, c0=None, lengths=None, name: str):
         """A batch-first ``nn.GRU``/``nn.LSTM`` over ``x`` [B, T, I]: returns ``(output [B, T, D*H],
         h_n [L*D, B, H], c_n or None)``."""
+        if int8.is_int8(self.weights, prefix):  # the encoder's (no h0/c0): decoder_sequence has its own below
+            return int8.sequence(self.g, self.weights, self.c.cell, self.c.num_layers, x, prefix, directions,
+                                 lengths=lengths, name=name)
         keys = rnn_keys(self.c.num_layers, directions)
         weights = [self.w(f"{prefix}.{k}") for k in keys]
         if self.c.cell == "gru":
@@ -101,6 +105,8 @@ class RNNPieces:
     def cell_stack(self, x, states: dict):
         """One decoder step through the L cells: x [B, I] -> (top hidden [B, Hd], new states by name)."""
         g, c = self.g, self.c
+        if int8.is_int8(self.weights, "decoder.rnn"):
+            return int8.cell_stack(g, self.weights, c, x, states)
         new = {}
         for l in range(c.num_layers):
             p, sfx = "decoder.rnn", f"_l{l}"
@@ -120,6 +126,8 @@ class RNNPieces:
     def decoder_sequence(self, x, init: dict):
         """Teacher forcing: the decoder RNN over x [B, T, I] from the initial states -> [B, T, Hd]."""
         g, c = self.g, self.c
+        if int8.is_int8(self.weights, "decoder.rnn"):
+            return int8.decoder_sequence(g, self.weights, c, x, init)
         stacked = {kind: g.op("stack", *[init[f"init.{kind}.{l}"] for l in range(c.num_layers)], axis=0,
                               name=f"decoder.{kind}0")
                    for kind in (("h", "c") if c.cell == "lstm" else ("h",))}

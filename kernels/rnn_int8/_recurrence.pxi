@@ -1,0 +1,75 @@
+# The int8 GRU / LSTM recurrence of one layer and direction in C (the arithmetic of reference.py),
+# shared by cython_cpu.pyx and the native replay VM (seqjit.graph._native_vm). The includer supplies
+# the _qgemm.h declarations (sjq_quantize_row, sjq_columns), prange, memcpy/memset, int8_t/int32_t/
+# int64_t, and the float32 gate rows gru_gates_row(xr, hr, h, out, H) / lstm_gates_row(xr, hr, c,
+# h_out, c_out, H) (xr, the input projections, is overwritten).
+#
+# Per step: every row of h quantized (per row) and multiplied by the int8 W_hh in column blocks of
+# RI8_BLOCK_COLS weight rows (over threads when nthreads > 1), dequantized with the bias into hg;
+# then each running row's input projections are copied (xg is read-only) and the gate row applied.
+
+DEF RI8_BLOCK_COLS = 64
+
+
+cdef void int8_hidden_product(const float* h, int B, int H, const int8_t* w, const float* ws, const float* bias,
+                              int GH, float* hg, int8_t* qh, int32_t* hsum, float* hs, int isa,
+                              int nthreads) noexcept nogil:
+    """hg [B, GH] = linear_int8(h [B, H], w, ws, bias)."""
+    cdef int b
+    cdef long blocks = (GH + RI8_BLOCK_COLS - 1) // RI8_BLOCK_COLS, t, c0, c1
+    for b in range(B):
+        hs[b] = sjq_quantize_row(isa, h + <Py_ssize_t>b * H, H, qh + <Py_ssize_t>b * H, &hsum[b])
+    if nthreads > 1 and blocks > 1:
+        for t in prange(blocks, nogil=True, num_threads=nthreads, schedule="static"):
+            c0 = t * RI8_BLOCK_COLS
+            c1 = GH if c0 + RI8_BLOCK_COLS > GH else c0 + RI8_BLOCK_COLS
+            sjq_columns(isa, qh, H, hsum, hs, B, H, w, ws, bias, hg, GH, NULL, 0, c0, c1)
+    else:
+        sjq_columns(isa, qh, H, hsum, hs, B, H, w, ws, bias, hg, GH, NULL, 0, 0, GH)
+
+
+cdef void int8_recurrence(bint lstm, const float* xg, Py_ssize_t ldx, int B, int T, int H, const int8_t* w,
+                          const float* ws, const float* bias, const float* h0, const float* c0,
+                          const int64_t* lengths, bint reverse, float* out, float* h, float* c,
+                          float* scratch, int8_t* qh, int isa, int nthreads) noexcept nogil:
+    """xg: row (b, t) at (b * T + t) * ldx, G*H floats; out [B, T, H]; h, c [B, H]: the state, from h0
+    / c0 (zeros when NULL) to the final state; lengths NULL: all T. scratch: B*G*H + G*H + 2*B floats;
+    qh: B*H bytes."""
+    cdef int G = 4 if lstm else 3
+    cdef Py_ssize_t GH = <Py_ssize_t>G * H, BH = <Py_ssize_t>B * H
+    cdef float* hg = scratch
+    cdef float* xr = hg + B * GH
+    cdef float* hs = xr + GH
+    cdef int32_t* hsum = <int32_t*>(hs + B)
+    cdef int s, b, t, len_b
+    cdef bint running
+    if h0 != NULL:
+        memcpy(h, h0, BH * sizeof(float))
+    else:
+        memset(h, 0, BH * sizeof(float))
+    if lstm:
+        if c0 != NULL:
+            memcpy(c, c0, BH * sizeof(float))
+        else:
+            memset(c, 0, BH * sizeof(float))
+    memset(out, 0, BH * T * sizeof(float))
+    for s in range(T):
+        running = False
+        for b in range(B):
+            if lengths == NULL or s < lengths[b]:
+                running = True
+                break
+        if not running:
+            break
+        int8_hidden_product(h, B, H, w, ws, bias, <int>GH, hg, qh, hsum, hs, isa, nthreads)
+        for b in range(B):
+            len_b = T if lengths == NULL else <int>lengths[b]
+            if s >= len_b:
+                continue
+            t = len_b - 1 - s if reverse else s
+            memcpy(xr, xg + (<Py_ssize_t>b * T + t) * ldx, GH * sizeof(float))
+            if lstm:
+                lstm_gates_row(xr, hg + b * GH, c + b * H, h + b * H, c + b * H, H)
+            else:
+                gru_gates_row(xr, hg + b * GH, h + b * H, h + b * H, H)
+            memcpy(out + (<Py_ssize_t>b * T + t) * H, h + b * H, H * sizeof(float))

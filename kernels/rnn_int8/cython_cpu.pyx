@@ -1,0 +1,116 @@
+# cython: language_level=3
+"""Cython CPU gru_recurrence_int8 / lstm_recurrence_int8 (see :mod:`.reference` for the arithmetic).
+
+The recurrence is ``_recurrence.pxi``, the C loop the native replay VM runs too: per step every row
+of h quantized and multiplied by the int8 ``w_hh`` through the C entry points of
+``linear_int8/_qgemm.h`` (AVX512-VNNI / AVX2 / portable, the path ``linear_int8`` uses: the same
+exact int32 sums), dequantized with the bias, then the gate rows below (the vectorisable float32
+sigmoid/tanh of ``_vecmath.pxi``). A step's product uses OpenMP threads (``seqjit.set_num_threads``)
+when it has more than :data:`PARALLEL_MACS` multiply-adds. The GIL is released throughout.
+"""
+import numpy as np
+
+from libc.stdint cimport int8_t, int32_t, int64_t
+from libc.string cimport memcpy, memset
+from cython.parallel cimport prange
+
+from seqjit.kernels._threads import get_num_threads
+
+from . import spec
+
+include "../_vecmath.pxi"
+
+cdef extern from "../linear_int8/_qgemm.h" nogil:
+    int sjq_detect()
+    float sjq_quantize_row(int isa, const float *x, long K, int8_t *q, int32_t *qsum)
+    void sjq_columns(int isa, const int8_t *qx, long ldq, const int32_t *xsum, const float *xs, long M, long K,
+                     const int8_t *w, const float *ws, const float *bias, float *out, long ldo, int32_t *acc,
+                     long lda, long c0, long c1)
+
+#: a step's hidden product (B * G*H * H multiply-adds) above this uses OpenMP threads
+PARALLEL_MACS = 1 << 20
+
+cdef int _isa = sjq_detect()
+
+
+cdef inline void gru_gates_row(float* xr, const float* hr, const float* h, float* out, int H) noexcept nogil:
+    """xr: [r | z | n] input projections (overwritten), hr: the hidden ones; out = h' (may be h)."""
+    cdef int j
+    cdef float* zr = xr + H
+    cdef float* nr = xr + 2 * H
+    cdef const float* hn = hr + 2 * H
+    for j in range(2 * H):
+        xr[j] = sigmoid_f32(xr[j] + hr[j])
+    for j in range(H):
+        nr[j] = tanh_f32(nr[j] + xr[j] * hn[j])
+    for j in range(H):
+        out[j] = (<float>1.0 - zr[j]) * nr[j] + zr[j] * h[j]
+
+
+cdef inline void lstm_gates_row(float* xr, const float* hr, const float* c, float* h_out, float* c_out,
+                                int H) noexcept nogil:
+    """xr: [i | f | g | o] input projections (overwritten), hr: the hidden ones; c_out may be c."""
+    cdef int j
+    for j in range(4 * H):
+        xr[j] = xr[j] + hr[j]
+    for j in range(2 * H):
+        xr[j] = sigmoid_f32(xr[j])
+    for j in range(H):
+        xr[2 * H + j] = tanh_f32(xr[2 * H + j])
+    for j in range(H):
+        xr[3 * H + j] = sigmoid_f32(xr[3 * H + j])
+    for j in range(H):
+        c_out[j] = xr[H + j] * c[j] + xr[j] * xr[2 * H + j]
+    for j in range(H):
+        h_out[j] = xr[3 * H + j] * tanh_f32(c_out[j])
+
+
+include "_recurrence.pxi"
+
+
+def _run(r):
+    cdef int B = r.batch, T = r.steps, H = r.hidden
+    cdef int G = 4 if r.lstm else 3
+    if B == 0:
+        return r.result()
+    cdef const float[:, :, ::1] xg = r.xg
+    cdef const int8_t[:, ::1] w = r.w_hh
+    cdef const float[::1] ws = r.scale
+    cdef const float[::1] bv
+    cdef const float[:, ::1] h0v
+    cdef const float[:, ::1] c0v
+    cdef const int64_t[::1] lens = r.lengths
+    cdef float[:, :, ::1] out = r.out
+    cdef float[:, ::1] h = r.h_n
+    cdef float[:, ::1] c = r.c_n if r.lstm else np.empty((B, H), np.float32)
+    cdef const float* bp = NULL
+    cdef const float* h0p = NULL
+    cdef const float* c0p = NULL
+    if r.b_hh is not None:
+        bv = r.b_hh
+        bp = &bv[0]
+    if r.h0 is not None:
+        h0v = r.h0
+        h0p = &h0v[0, 0]
+    if r.c0 is not None:
+        c0v = r.c0
+        c0p = &c0v[0, 0]
+    cdef float[::1] scratch = np.empty(B * G * H + G * H + 2 * B, np.float32)
+    cdef int8_t[::1] qh = np.empty(B * H, np.int8)
+    cdef int threads = get_num_threads() if <long>B * G * H * H > PARALLEL_MACS else 1
+    cdef bint lstm = r.lstm, reverse = r.reverse
+    with nogil:
+        int8_recurrence(lstm, &xg[0, 0, 0] if T else NULL, G * H, B, T, H, &w[0, 0], &ws[0], bp, h0p, c0p,
+                        &lens[0], reverse, &out[0, 0, 0] if T else NULL, &h[0, 0], &c[0, 0], &scratch[0], &qh[0],
+                        _isa, threads)
+    return r.result()
+
+
+def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False):
+    """See :func:`seqjit.kernels.rnn_int8.reference.gru_recurrence_int8`."""
+    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse))
+
+
+def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False):
+    """See :func:`seqjit.kernels.rnn_int8.reference.lstm_recurrence_int8`."""
+    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse))
