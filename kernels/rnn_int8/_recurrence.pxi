@@ -31,10 +31,11 @@ cdef void int8_hidden_product(const float* h, int B, int H, const int8_t* w, con
 cdef void int8_recurrence(bint lstm, const float* xg, Py_ssize_t ldx, int B, int T, int H, const int8_t* w,
                           const float* ws, const float* bias, const float* h0, const float* c0,
                           const int64_t* lengths, bint reverse, float* out, float* h, float* c,
-                          float* scratch, int8_t* qh, int isa, int nthreads) noexcept nogil:
+                          float* scratch, int8_t* qh, int isa, int nthreads, int32_t* sums) noexcept nogil:
     """xg: row (b, t) at (b * T + t) * ldx, G*H floats; out [B, T, H]; h, c [B, H]: the state, from h0
     / c0 (zeros when NULL) to the final state; lengths NULL: all T. scratch: B*G*H + G*H + 2*B floats;
-    qh: B*H bytes."""
+    qh: B*H bytes. sums (NULL, or [T, B, G*H] for tests): every step's int32 sums, from the
+    quantized h of the product itself."""
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, BH = <Py_ssize_t>B * H
     cdef float* hg = scratch
@@ -62,6 +63,8 @@ cdef void int8_recurrence(bint lstm, const float* xg, Py_ssize_t ldx, int B, int
         if not running:
             break
         int8_hidden_product(h, B, H, w, ws, bias, <int>GH, hg, qh, hsum, hs, isa, nthreads)
+        if sums != NULL:
+            sjq_columns(isa, qh, H, hsum, hs, B, H, w, ws, bias, NULL, 0, sums + s * B * GH, GH, 0, GH)
         for b in range(B):
             len_b = T if lengths == NULL else <int>lengths[b]
             if s >= len_b:

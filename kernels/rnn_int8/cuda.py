@@ -16,7 +16,7 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
-from seqjit.kernels.linear_int8.cuda import _DUMMY, _linear, _quantize_rows
+from seqjit.kernels.linear_int8.cuda import _DUMMY, _linear, _matmul, _quantize_rows
 
 from . import spec
 
@@ -84,17 +84,21 @@ def _run(r: spec.Recurrence):
         for s in range(steps):
             _quantize_rows[_cuda.grid_1d(B, 64)](h, qh, hs)
             _linear[_cuda.grid_1d(B * GH)](qh, hs, w, ws, bias, r.b_hh is not None, 0, hg)
+            if r.sums is not None:
+                step_sums = _cuda.device_empty((B, GH), np.int32)
+                _matmul[_cuda.grid_1d(B * GH)](qh, w, step_sums)
+                r.sums[s] = step_sums.copy_to_host()
             _gates[_cuda.grid_1d(B * H, 128)](xg, hg, h, c, lengths, s, r.reverse, r.lstm, out)
     if on_device:
         return r.result(out, h, c)
     return r.result(out.copy_to_host(), h.copy_to_host(), c.copy_to_host())
 
 
-def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False):
+def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False, sums=None):
     """See :func:`seqjit.kernels.rnn_int8.reference.gru_recurrence_int8`."""
-    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse, device=True))
+    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse, sums, device=True))
 
 
-def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False):
+def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False, sums=None):
     """See :func:`seqjit.kernels.rnn_int8.reference.lstm_recurrence_int8`."""
-    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, device=True))
+    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, sums, device=True))

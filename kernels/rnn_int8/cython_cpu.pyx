@@ -21,7 +21,11 @@ from . import spec
 include "../_vecmath.pxi"
 
 cdef extern from "../linear_int8/_qgemm.h" nogil:
+    int SJQ_PORTABLE
+    int SJQ_AVX2
+    int SJQ_VNNI
     int sjq_detect()
+    int sjq_clamp_isa(int isa)
     float sjq_quantize_row(int isa, const float *x, long K, int8_t *q, int32_t *qsum)
     void sjq_columns(int isa, const int8_t *qx, long ldq, const int32_t *xsum, const float *xs, long M, long K,
                      const int8_t *w, const float *ws, const float *bias, float *out, long ldo, int32_t *acc,
@@ -30,7 +34,24 @@ cdef extern from "../linear_int8/_qgemm.h" nogil:
 #: a step's hidden product (B * G*H * H multiply-adds) above this uses OpenMP threads
 PARALLEL_MACS = 1 << 20
 
+ISA_NAMES = {SJQ_PORTABLE: "portable", SJQ_AVX2: "avx2", SJQ_VNNI: "avx512_vnni"}
 cdef int _isa = sjq_detect()
+
+
+def isa() -> str:
+    """The instruction-set path of the int8 products: "avx512_vnni", "avx2" or "portable"."""
+    return ISA_NAMES[_isa]
+
+
+def use_isa(name) -> str:
+    """Use the path ``name`` (None: the best this CPU has; a path it lacks falls back to the best
+    below it), as ``linear_int8.cython_cpu.use_isa``; returns the path now in use."""
+    global _isa
+    codes = {v: k for k, v in ISA_NAMES.items()}
+    if name is not None and name not in codes:
+        raise ValueError(f"isa must be one of {', '.join(map(repr, codes))} or None, got {name!r}")
+    _isa = sjq_detect() if name is None else sjq_clamp_isa(codes[name])
+    return isa()
 
 
 cdef inline void gru_gates_row(float* xr, const float* hr, const float* h, float* out, int H) noexcept nogil:
@@ -99,18 +120,23 @@ def _run(r):
     cdef int8_t[::1] qh = np.empty(B * H, np.int8)
     cdef int threads = get_num_threads() if <long>B * G * H * H > PARALLEL_MACS else 1
     cdef bint lstm = r.lstm, reverse = r.reverse
+    cdef int32_t[:, :, ::1] sv
+    cdef int32_t* sp = NULL
+    if r.sums is not None and T:
+        sv = r.sums
+        sp = &sv[0, 0, 0]
     with nogil:
         int8_recurrence(lstm, &xg[0, 0, 0] if T else NULL, G * H, B, T, H, &w[0, 0], &ws[0], bp, h0p, c0p,
                         &lens[0], reverse, &out[0, 0, 0] if T else NULL, &h[0, 0], &c[0, 0], &scratch[0], &qh[0],
-                        _isa, threads)
+                        _isa, threads, sp)
     return r.result()
 
 
-def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False):
+def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False, sums=None):
     """See :func:`seqjit.kernels.rnn_int8.reference.gru_recurrence_int8`."""
-    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse))
+    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse, sums))
 
 
-def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False):
+def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False, sums=None):
     """See :func:`seqjit.kernels.rnn_int8.reference.lstm_recurrence_int8`."""
-    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse))
+    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, sums))

@@ -20,8 +20,9 @@ _ONE = np.float32(1.0)
 
 
 @njit(cache=True, error_model="numpy", nogil=True)
-def _recurrence(xg, w, ws, bias, has_bias, h, c, lengths, reverse, lstm, out):
-    """Runs in place on the state ``h``/``c`` [B, H]; writes ``out`` [B, T, H] (zeroed here)."""
+def _recurrence(xg, w, ws, bias, has_bias, h, c, lengths, reverse, lstm, out, sums, record):
+    """Runs in place on the state ``h``/``c`` [B, H]; writes ``out`` [B, T, H] (zeroed here) and,
+    when ``record``, every row's int32 sums of every step into ``sums`` [T, B, G*H]."""
     B, T, GH = xg.shape
     H = h.shape[1]
     qh = np.empty((B, H), np.int8)
@@ -36,6 +37,10 @@ def _recurrence(xg, w, ws, bias, has_bias, h, c, lengths, reverse, lstm, out):
         if not running:
             break
         _quantize(h, qh, hs, qsum)
+        if record:
+            for b in range(B):
+                for j in range(GH):
+                    sums[s, b, j] = _dot(qh, b, w, j)
         for b in range(B):
             if s >= lengths[b]:
                 continue
@@ -67,15 +72,17 @@ def _run(r: spec.Recurrence):
         r.c_n[...] = 0 if r.c0 is None else r.c0
     c = r.c_n if r.lstm else np.zeros((B, H), np.float32)
     bias = r.b_hh if r.b_hh is not None else r.scale
-    _recurrence(r.xg, r.w_hh, r.scale, bias, r.b_hh is not None, r.h_n, c, r.lengths, r.reverse, r.lstm, r.out)
+    sums = r.sums if r.sums is not None else np.zeros((0, 0, 0), np.int32)
+    _recurrence(r.xg, r.w_hh, r.scale, bias, r.b_hh is not None, r.h_n, c, r.lengths, r.reverse, r.lstm, r.out, sums,
+                r.sums is not None)
     return r.result()
 
 
-def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False):
+def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False, sums=None):
     """See :func:`seqjit.kernels.rnn_int8.reference.gru_recurrence_int8`."""
-    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse))
+    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse, sums))
 
 
-def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False):
+def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False, sums=None):
     """See :func:`seqjit.kernels.rnn_int8.reference.lstm_recurrence_int8`."""
-    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse))
+    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, sums))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqjit.kernels.linear_int8.reference import linear_int8
+from seqjit.kernels.linear_int8.reference import linear_int8, matmul_int8, quantize_int8
 from seqjit.kernels.rnn.reference import gru_gates, lstm_gates
 
 from . import spec
@@ -35,6 +35,8 @@ def _run(r: spec.Recurrence):
         t = np.where(active, r.lengths - 1 - s if r.reverse else s, 0)
         xg = r.xg[rows, t]
         hg = linear_int8(h, r.w_hh, r.scale, r.b_hh)
+        if r.sums is not None:
+            r.sums[s] = matmul_int8(quantize_int8(h)[0], r.w_hh)
         if r.lstm:
             h_new, c_new = lstm_gates(xg, hg, c)
             c = np.where(active[:, None], c_new, c)
@@ -48,11 +50,11 @@ def _run(r: spec.Recurrence):
     return r.result()
 
 
-def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False):
+def gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False, sums=None):
     """GRU recurrence over input projections ``xg`` ``[B, T, 3H]`` -> ``(out [B, T, H], h_n [B, H])``."""
-    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse))
+    return _run(spec.prepare("gru", xg, w_hh, scale, b_hh, h0, None, lengths, reverse, sums))
 
 
-def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False):
+def lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False, sums=None):
     """LSTM recurrence over input projections ``xg`` ``[B, T, 4H]`` -> ``(out, h_n, c_n)``."""
-    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse))
+    return _run(spec.prepare("lstm", xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, sums))

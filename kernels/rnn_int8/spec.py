@@ -1,10 +1,10 @@
 """gru_recurrence_int8 / lstm_recurrence_int8: the recurrence of one GRU/LSTM layer and direction
 with an int8 hidden matrix, given the input projections of every step.
 
-    gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False)
+    gru_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, lengths=None, reverse=False, sums=None)
         -> (out, h_n)
-    lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False)
-        -> (out, h_n, c_n)
+    lstm_recurrence_int8(xg, w_hh, scale, b_hh=None, *, h0=None, c0=None, lengths=None, reverse=False,
+                         sums=None) -> (out, h_n, c_n)
 
 An int8 RNN layer is ``xg = linear_int8(x, W_ih, s_ih, b_ih)`` over all rows and steps at once (the
 ``linear_int8`` family) followed by this recurrence; a decoder cell is the same with one step.
@@ -18,7 +18,10 @@ An int8 RNN layer is ``xg = linear_int8(x, W_ih, s_ih, b_ih)`` over all rows and
   semantics as in :mod:`seqjit.kernels.rnn.spec`: row b runs its first ``lengths[b]`` steps only,
   the ``reverse`` direction from step ``lengths[b] - 1`` back to 0; outputs past a row's length are
   zero; its final state is the state after its own last step (``h0`` for a length of 0).
-- out float32 ``[B, T, H]``; ``h_n`` / ``c_n`` float32 ``[B, H]``.
+- out float32 ``[B, T, H]``; ``h_n`` / ``c_n`` float32 ``[B, H]``;
+- ``sums`` (tests): an int32 host array ``[T, B, G*H]`` that receives the exact int32 sums of every
+  step's hidden product, every row (a finished row's from its final state); steps after the last
+  row has finished stay zero.
 
 Each step (the arithmetic in :mod:`.reference`): the hidden projection
 ``hg = linear_int8(h, w_hh, scale, b_hh)`` (h quantized per row on every step: dynamic quantization;
@@ -53,6 +56,7 @@ class Recurrence:
     lengths: np.ndarray  # int64 [B]
     reverse: bool
     hidden: int
+    sums: np.ndarray | None = None  # [T, B, G*H] int32 (zeroed here)
     out: np.ndarray | None = None  # [B, T, H]
     h_n: np.ndarray | None = None  # [B, H]
     c_n: np.ndarray | None = None  # [B, H] (lstm)
@@ -74,7 +78,7 @@ class Recurrence:
         return out, h_n, self.c_n if c_n is None else c_n
 
 
-def prepare(mode, xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, *, device: bool = False) -> Recurrence:
+def prepare(mode, xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, sums=None, *, device: bool = False) -> Recurrence:
     """Check a ``{mode}_recurrence_int8`` call (see the module docstring); allocate its outputs on the
     host unless ``device``."""
     g = GATES[mode]
@@ -98,8 +102,6 @@ def prepare(mode, xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, *, device: bo
     states = []
     for name, s in (("h0", h0), ("c0", c0)):
         if s is not None:
-            if mode == "gru" and name == "c0":
-                raise TypeError("c0 is an LSTM state; the GRU takes h0 only")
             s = _checks.float_array(name, s, ndim=2, dtypes=_F32)
             _checks.check_shape(name, s, (batch, hidden), what="[B of xg, H]")
         states.append(s)
@@ -107,7 +109,12 @@ def prepare(mode, xg, w_hh, scale, b_hh, h0, c0, lengths, reverse, *, device: bo
         lens = np.full(batch, steps, dtype=np.int64)
     else:
         lens = _checks.lengths_array("lengths", lengths, batch, steps)
-    r = Recurrence(mode == "lstm", xg, w_hh, scale, b_hh, states[0], states[1], lens, bool(reverse), hidden)
+    if sums is not None:
+        if not isinstance(sums, np.ndarray) or sums.dtype != np.int32 or not sums.flags.c_contiguous:
+            raise TypeError(f"sums must be a C-contiguous int32 numpy array, got {type(sums).__name__}")
+        _checks.check_shape("sums", sums, (steps, batch, gh), what="[T, B, G*H]")
+        sums[...] = 0
+    r = Recurrence(mode == "lstm", xg, w_hh, scale, b_hh, states[0], states[1], lens, bool(reverse), hidden, sums)
     if not device:
         r.out = np.empty((batch, steps, hidden), np.float32)
         r.h_n = np.empty((batch, hidden), np.float32)

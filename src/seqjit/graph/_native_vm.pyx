@@ -341,7 +341,7 @@ cdef class Program:
                 int8_recurrence(c.i[0] != 0, <float*>c.p[0], c.i[4], <int>c.i[1], <int>c.i[2], <int>c.i[3],
                                 <int8_t*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[1], <float*>c.p[2],
                                 <int64_t*>c.p[3], c.i[5] != 0, <float*>c.p[7], <float*>c.p[8], <float*>c.p[9],
-                                <float*>c.p[10], <int8_t*>c.p[11], _native_qisa, nt)
+                                <float*>c.p[10], <int8_t*>c.p[11], _native_qisa, nt, NULL)
             elif c.op == OP_PYCALL:
                 rc = self._callback(c.i[0])
                 if rc:
