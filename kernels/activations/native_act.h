@@ -1,7 +1,8 @@
-/* float32 activations and recurrent gate rows for the native replay (seqjit.graph._native_vm),
-   compiled for AVX-512, AVX2 + FMA and the baseline (the row loops vectorise: 16, 8 or 4 lanes)
-   and picked at run time by CPU features (the dispatch of linear/native_gemv.h). Cython's own
-   loops in this module are compiled for the baseline only (SSE2: four lanes at best). */
+/* float32 activations, recurrent gate rows, attention softmax rows and layer-norm rows for the
+   native replay (seqjit.graph._native_vm), compiled for AVX-512, AVX2 + FMA and the baseline (the
+   row loops vectorise: 16, 8 or 4 lanes) and picked at run time by CPU features (the dispatch of
+   linear/native_gemv.h). Cython's own loops in this module are compiled for the baseline only
+   (SSE2: four lanes at best). */
 #ifndef SJ_NATIVE_ACT_H
 #define SJ_NATIVE_ACT_H
 #include <stddef.h>
@@ -27,5 +28,11 @@ static void sj_gru_gates_row(float *xr, const float *hr, const float *h, float *
 
 static void sj_lstm_gates_row(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H) {
     SJ_DISPATCH(lstm_gates_row, xr, hr, c, h_out, c_out, H);
+}
+
+static void sj_softmax_row(float *s, int n, float scale) { SJ_DISPATCH(softmax_row, s, n, scale); }
+
+static void sj_layer_norm_row(const float *x, float *y, int D, const float *g, const float *b, double eps) {
+    SJ_DISPATCH(layer_norm_row, x, y, D, g, b, eps);
 }
 #endif

@@ -81,3 +81,36 @@ static void SJ_NAME(lstm_gates_row)(float *xr, const float *hr, const float *c, 
     for (int j = 0; j < H; j++) c_out[j] = xr[H + j] * c[j] + xr[j] * xr[2 * H + j];
     for (int j = 0; j < H; j++) h_out[j] = xr[3 * H + j] * SJ_NAME(tanh)(c_out[j]);
 }
+
+/* softmax of s[0:n] * scale in place (the native attention's row: scale, max, exp, normalise) */
+static void SJ_NAME(softmax_row)(float *s, int n, float scale) {
+    float top = -3.4e38f;
+    for (int j = 0; j < n; j++) s[j] *= scale;
+    for (int j = 0; j < n; j++) top = s[j] > top ? s[j] : top;
+    for (int j = 0; j < n; j++) s[j] = SJ_NAME(exp)(s[j] - top);
+    float total = 0.0f;
+    for (int j = 0; j < n; j++) total += s[j];
+    const float inv = 1.0f / total;
+    for (int j = 0; j < n; j++) s[j] *= inv;
+}
+
+/* layer_norm of one row: mean and variance in float64 over 8 independent lanes (as the reference
+   computes them in float64), then y = (x - mean) * rsqrt(var + eps) (* g) (+ b) in float32 */
+static void SJ_NAME(layer_norm_row)(const float *x, float *y, int D, const float *g, const float *b, double eps) {
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const int nv = D - D % 8;
+    for (int d = 0; d < nv; d += 8)
+        for (int j = 0; j < 8; j++) acc[j] += x[d + j];
+    for (int d = nv; d < D; d++) acc[0] += x[d];
+    const double mean = (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) / D;
+    for (int j = 0; j < 8; j++) acc[j] = 0;
+    for (int d = 0; d < nv; d += 8)
+        for (int j = 0; j < 8; j++) { double t = x[d + j] - mean; acc[j] += t * t; }
+    for (int d = nv; d < D; d++) { double t = x[d] - mean; acc[0] += t * t; }
+    const double var = (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) / D;
+    const float inv = (float)(1.0 / __builtin_sqrt(var + eps)), mu = (float)mean;
+    if (g && b) for (int d = 0; d < D; d++) y[d] = (x[d] - mu) * inv * g[d] + b[d];
+    else if (g) for (int d = 0; d < D; d++) y[d] = (x[d] - mu) * inv * g[d];
+    else if (b) for (int d = 0; d < D; d++) y[d] = (x[d] - mu) * inv + b[d];
+    else for (int d = 0; d < D; d++) y[d] = (x[d] - mu) * inv;
+}

@@ -32,7 +32,7 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
     planned layouts), a (batch, head) pair is two products of the GEMV kernels (scores = Q K^T
     over the visible keys, out = P V) around the softmax; otherwise one row at a time."""
     cdef int b, h, i, j, d, vis, vmax
-    cdef float top, total, w, inv
+    cdef float w
     cdef const float* qr
     cdef const float* vr
     cdef const float* kbh
@@ -65,18 +65,7 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
                     qr = q + b * qb + h * qh + i * ql
                     for j in range(vis):
                         srow[j] = _dot_lanes(qr, kbh + j * kl, D)
-                top = -3.4e38
-                for j in range(vis):
-                    srow[j] = srow[j] * scale
-                    if srow[j] > top:
-                        top = srow[j]
-                total = 0
-                for j in range(vis):
-                    srow[j] = exp_f32(srow[j] - top)
-                    total += srow[j]
-                inv = <float>1.0 / total
-                for j in range(vis):
-                    srow[j] = srow[j] * inv
+                sj_softmax_row(srow, vis, scale)  # activations/native_act.h, per instruction set
                 if rows:
                     sj_gemv_rows_in_out(srow, Lk, 1, vbh, vis, Dv, NULL, orow, Dv, 0, Dv)
                 else:
