@@ -4,9 +4,10 @@
 # int64_t, and the float32 gate rows gru_gates_row(xr, hr, h, out, H) / lstm_gates_row(xr, hr, c,
 # h_out, c_out, H) (xr, the input projections, is overwritten).
 #
-# Per step: every row of h quantized (per row) and multiplied by the int8 W_hh in column blocks of
-# RI8_BLOCK_COLS weight rows (over threads when nthreads > 1), dequantized with the bias into hg;
-# then each running row's input projections are copied (xg is read-only) and the gate row applied.
+# The state is kept with its rows sorted by length, longest first, so the rows still running at step
+# s are a prefix: per step only they are quantized and multiplied by the int8 W_hh (in column blocks
+# of RI8_BLOCK_COLS weight rows, over threads when nthreads > 1) and dequantized with the bias into
+# hg; then each running row's input projections are copied (xg is read-only) and the gate row applied.
 
 DEF RI8_BLOCK_COLS = 64
 
@@ -32,47 +33,61 @@ cdef void int8_recurrence(bint lstm, const float* xg, Py_ssize_t ldx, int B, int
                           const float* ws, const float* bias, const float* h0, const float* c0,
                           const int64_t* lengths, bint reverse, float* out, float* h, float* c,
                           float* scratch, int8_t* qh, int isa, int nthreads, int32_t* sums) noexcept nogil:
-    """xg: row (b, t) at (b * T + t) * ldx, G*H floats; out [B, T, H]; h, c [B, H]: the state, from h0
-    / c0 (zeros when NULL) to the final state; lengths NULL: all T. scratch: B*G*H + G*H + 2*B floats;
-    qh: B*H bytes. sums (NULL, or [T, B, G*H] for tests): every step's int32 sums, from the
-    quantized h of the product itself."""
+    """xg: row (b, t) at (b * T + t) * ldx, G*H floats; out [B, T, H]; h, c [B, H]: the final state,
+    from h0 / c0 (zeros when NULL); lengths NULL: all T. scratch: B*G*H + G*H + 4*B + 2*B*H floats;
+    qh: B*H bytes. sums (NULL, or [T, B, G*H] zeroed, for tests): the int32 sums of every step's
+    product, for the rows running then (from the quantized h of the product itself)."""
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, BH = <Py_ssize_t>B * H
     cdef float* hg = scratch
     cdef float* xr = hg + B * GH
     cdef float* hs = xr + GH
     cdef int32_t* hsum = <int32_t*>(hs + B)
-    cdef int s, b, t, len_b
-    cdef bint running
-    if h0 != NULL:
-        memcpy(h, h0, BH * sizeof(float))
-    else:
-        memset(h, 0, BH * sizeof(float))
-    if lstm:
-        if c0 != NULL:
-            memcpy(c, c0, BH * sizeof(float))
+    cdef int* order = <int*>(hs + 2 * B)
+    cdef int* lens = <int*>(hs + 3 * B)
+    cdef float* hrow = hs + 4 * B  # the state, rows in order
+    cdef float* crow = hrow + BH
+    cdef int s, i, j, b, t, n, key, len_b
+    for i in range(B):  # stable insertion sort by length, longest first
+        key = T if lengths == NULL else <int>lengths[i]
+        j = i
+        while j > 0 and lens[j - 1] < key:
+            lens[j], order[j] = lens[j - 1], order[j - 1]
+            j -= 1
+        lens[j], order[j] = key, i
+    for i in range(B):
+        b = order[i]
+        if h0 != NULL:
+            memcpy(hrow + i * H, h0 + <Py_ssize_t>b * H, H * sizeof(float))
         else:
-            memset(c, 0, BH * sizeof(float))
+            memset(hrow + i * H, 0, H * sizeof(float))
+        if lstm and c0 != NULL:
+            memcpy(crow + i * H, c0 + <Py_ssize_t>b * H, H * sizeof(float))
+        elif lstm:
+            memset(crow + i * H, 0, H * sizeof(float))
     memset(out, 0, BH * T * sizeof(float))
+    n = B
     for s in range(T):
-        running = False
-        for b in range(B):
-            if lengths == NULL or s < lengths[b]:
-                running = True
-                break
-        if not running:
+        while n > 0 and lens[n - 1] <= s:
+            n -= 1
+        if n == 0:
             break
-        int8_hidden_product(h, B, H, w, ws, bias, <int>GH, hg, qh, hsum, hs, isa, nthreads)
+        int8_hidden_product(hrow, n, H, w, ws, bias, <int>GH, hg, qh, hsum, hs, isa, nthreads)
         if sums != NULL:
-            sjq_columns(isa, qh, H, hsum, hs, B, H, w, ws, bias, NULL, 0, sums + s * B * GH, GH, 0, GH)
-        for b in range(B):
-            len_b = T if lengths == NULL else <int>lengths[b]
-            if s >= len_b:
-                continue
-            t = len_b - 1 - s if reverse else s
+            for i in range(n):
+                sjq_columns(isa, qh + i * H, H, hsum + i, hs + i, 1, H, w, ws, bias, NULL, 0,
+                            sums + (s * B + order[i]) * GH, GH, 0, GH)
+        for i in range(n):
+            b = order[i]
+            t = lens[i] - 1 - s if reverse else s
             memcpy(xr, xg + (<Py_ssize_t>b * T + t) * ldx, GH * sizeof(float))
             if lstm:
-                lstm_gates_row(xr, hg + b * GH, c + b * H, h + b * H, c + b * H, H)
+                lstm_gates_row(xr, hg + i * GH, crow + i * H, hrow + i * H, crow + i * H, H)
             else:
-                gru_gates_row(xr, hg + b * GH, h + b * H, h + b * H, H)
-            memcpy(out + (<Py_ssize_t>b * T + t) * H, h + b * H, H * sizeof(float))
+                gru_gates_row(xr, hg + i * GH, hrow + i * H, hrow + i * H, H)
+            memcpy(out + (<Py_ssize_t>b * T + t) * H, hrow + i * H, H * sizeof(float))
+    for i in range(B):
+        b = order[i]
+        memcpy(h + <Py_ssize_t>b * H, hrow + i * H, H * sizeof(float))
+        if lstm:
+            memcpy(c + <Py_ssize_t>b * H, crow + i * H, H * sizeof(float))

@@ -87,7 +87,7 @@ def _run(r: spec.Recurrence):
             if r.sums is not None:
                 step_sums = _cuda.device_empty((B, GH), np.int32)
                 _matmul[_cuda.grid_1d(B * GH)](qh, w, step_sums)
-                r.sums[s] = step_sums.copy_to_host()
+                r.sums[s] = np.where((s < r.lengths)[:, None], step_sums.copy_to_host(), 0)
             _gates[_cuda.grid_1d(B * H, 128)](xg, hg, h, c, lengths, s, r.reverse, r.lstm, out)
     if on_device:
         return r.result(out, h, c)

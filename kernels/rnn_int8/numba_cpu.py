@@ -22,7 +22,7 @@ _ONE = np.float32(1.0)
 @njit(cache=True, error_model="numpy", nogil=True)
 def _recurrence(xg, w, ws, bias, has_bias, h, c, lengths, reverse, lstm, out, sums, record):
     """Runs in place on the state ``h``/``c`` [B, H]; writes ``out`` [B, T, H] (zeroed here) and,
-    when ``record``, every row's int32 sums of every step into ``sums`` [T, B, G*H]."""
+    when ``record``, the running rows' int32 sums of every step into ``sums`` [T, B, G*H]."""
     B, T, GH = xg.shape
     H = h.shape[1]
     qh = np.empty((B, H), np.int8)
@@ -39,7 +39,7 @@ def _recurrence(xg, w, ws, bias, has_bias, h, c, lengths, reverse, lstm, out, su
         _quantize(h, qh, hs, qsum)
         if record:
             for b in range(B):
-                for j in range(GH):
+                for j in range(GH if s < lengths[b] else 0):
                     sums[s, b, j] = _dot(qh, b, w, j)
         for b in range(B):
             if s >= lengths[b]:

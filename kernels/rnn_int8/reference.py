@@ -36,7 +36,7 @@ def _run(r: spec.Recurrence):
         xg = r.xg[rows, t]
         hg = linear_int8(h, r.w_hh, r.scale, r.b_hh)
         if r.sums is not None:
-            r.sums[s] = matmul_int8(quantize_int8(h)[0], r.w_hh)
+            r.sums[s, active] = matmul_int8(quantize_int8(h[active])[0], r.w_hh)
         if r.lstm:
             h_new, c_new = lstm_gates(xg, hg, c)
             c = np.where(active[:, None], c_new, c)

@@ -20,8 +20,7 @@ An int8 RNN layer is ``xg = linear_int8(x, W_ih, s_ih, b_ih)`` over all rows and
   zero; its final state is the state after its own last step (``h0`` for a length of 0).
 - out float32 ``[B, T, H]``; ``h_n`` / ``c_n`` float32 ``[B, H]``;
 - ``sums`` (tests): an int32 host array ``[T, B, G*H]`` that receives the exact int32 sums of every
-  step's hidden product, every row (a finished row's from its final state); steps after the last
-  row has finished stay zero.
+  step's hidden product for the rows running at that step (zero for the others).
 
 Each step (the arithmetic in :mod:`.reference`): the hidden projection
 ``hg = linear_int8(h, w_hh, scale, b_hh)`` (h quantized per row on every step: dynamic quantization;

@@ -8,6 +8,15 @@ and direction, and every decoder cell, as two nodes::
 (``seqjit.graph.ops.rnn_int8_ops``). A decoder cell is the same over one step. Per-row quantization
 makes the two forms the same arithmetic: a row of x is quantized alone whether it is projected with
 its whole sequence or at its own step, so teacher forcing and step-by-step decoding agree.
+
+For the same reason, when x is a token embedding (``[relu](embedding(ids, E))``, a constant table,
+no positions) of a small vocabulary (at most :data:`MAX_ROWS_PER_FEATURE` rows per feature), the
+input projection of every token is taken once: ``xg = embedding(ids, linear_int8([relu](E), ...))``,
+the inner node folded to a constant [V, G*H] by the graph passes. The projected rows are exactly the
+rows ``linear_int8`` would compute at run time (each row quantized alone); a step then gathers B rows
+instead of quantizing x and reading ``weight_ih`` (an encoder's first layer, an RNN decoder's first
+cell; Bahdanau's decoder input concatenates the context, and is projected at run time).
+
 :class:`seqjit.models.rnn_graphs.RNNPieces` calls these when its weights hold int8 RNN matrices.
 """
 from __future__ import annotations
@@ -15,6 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from seqjit.models.quantization import SCALE, linear
+
+#: fold a token-embedding input into projected rows when the table has at most this many rows per
+#: embedding feature (the [V, G*H] float32 table is then at most 8x the int8 weight_ih it replaces;
+#: a step reads B of its rows)
+MAX_ROWS_PER_FEATURE = 2
 
 
 def is_int8(weights: dict, prefix: str) -> bool:
@@ -28,7 +42,13 @@ def layer(g, weights: dict, cell: str, prefix: str, sfx: str, x, *, h0=None, c0=
     h_n [B, H], c_n or None); ``step``: x is one step [B, I]. Nodes ``name.input`` and ``name``."""
     const = lambda key: g.constant(f"{prefix}.{key}{sfx}", weights[f"{prefix}.{key}{sfx}"])  # noqa: E731
     w = f"{prefix}.weight_hh{sfx}"
-    xg = linear(g, x, weights, f"{prefix}.weight_ih{sfx}", const("bias_ih"), name=f"{name}.input")
+    embedded = _token_embedding(g, x)
+    if embedded is not None:
+        ids, table = embedded
+        rows = linear(g, table, weights, f"{prefix}.weight_ih{sfx}", const("bias_ih"), name=f"{name}.input_table")
+        xg = g.op("embedding", ids, rows, name=f"{name}.input")
+    else:
+        xg = linear(g, x, weights, f"{prefix}.weight_ih{sfx}", const("bias_ih"), name=f"{name}.input")
     if step:
         xg = g.op("reshape", xg, shape=(0, 1, -1), name=f"{name}.input_steps")
     hidden = (const("weight_hh"), g.constant(w + SCALE, weights[w + SCALE]), const("bias_hh"))
@@ -81,3 +101,21 @@ def decoder_sequence(g, weights: dict, config, x, init: dict):
     out, _, _ = sequence(g, weights, config.cell, config.num_layers, x, "decoder.rnn", 1,
                          h0s=[init[f"init.h.{l}"] for l in layers], c0s=c0s, name="decoder.rnn")
     return out
+
+
+def _token_embedding(g, x):
+    """``(ids, table)`` when x is ``[relu](embedding(ids, E))`` of a constant E (no positions, scale 1)
+    with at most MAX_ROWS_PER_FEATURE rows per feature; ``table`` is E, or ``relu(E)`` (a node on
+    constants, folded by the passes). Else None."""
+    producers = {o: n for n in g._nodes for o in n.outputs}  # (the builder's nodes so far)
+    node, relu = producers.get(x), False
+    if node is not None and node.op == "relu":
+        node, relu = producers.get(node.inputs[0]), True
+    if (node is None or node.op != "embedding" or node.inputs[1] not in g._constants or node.inputs[0] in g._constants
+            or (len(node.inputs) > 2 and node.inputs[2] is not None) or node.attrs.get("scale", 1.0) != 1.0):
+        return None
+    table = node.inputs[1]
+    vocab, features = g._constants[table].shape
+    if vocab > MAX_ROWS_PER_FEATURE * features:
+        return None
+    return node.inputs[0], (g.op("relu", table) if relu else table)
