@@ -4,7 +4,9 @@
     python benchmarks/decoding/parallel_callers.py [--seconds 5] [--model tiny|gru]
 
 Prints tokens/s for each caller count (median of --repeats runs) and the 2-caller / 1-caller ratio.
-The native decode releases the GIL, so two callers can use two cores.
+The native decode releases the GIL, so two callers can use two cores. Also: one caller at 2 intra-op
+threads (its products split over the team of two, src/seqjit/graph/native_team.h), and two callers
+at 2 threads each (one of them holds the team; the other's run makes it step back).
 """
 from __future__ import annotations
 
@@ -56,6 +58,12 @@ def main(argv=None):
                                            for _ in range(args.repeats))
         print(f"{callers} caller(s): {rates[callers]:,.0f} tok/s", flush=True)
     print(f"2 callers / 1 caller: {rates[2] / rates[1]:.2f}x")
+    import seqjit
+
+    seqjit.set_num_threads(2)
+    for callers in (1, 2):
+        rate = statistics.median(throughput(run, sources, callers, args.seconds, tokens) for _ in range(args.repeats))
+        print(f"{callers} caller(s) at 2 intra-op threads: {rate:,.0f} tok/s", flush=True)
 
 
 if __name__ == "__main__":

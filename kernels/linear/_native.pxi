@@ -38,11 +38,57 @@ cdef inline void _gemv_cols(const float* x, Py_ssize_t ldx, int M, int K, const 
 
 DEF BLAS_MIN_MACS = 1 << 26
 
+cdef extern from "native_team.h" nogil:  # src/seqjit/graph/native_team.h: the caller + one worker
+    ctypedef void (*sj_team_fn)(void *ctx, int part) noexcept nogil
+    int sj_team_acquire()
+    void sj_team_release()
+    void sj_team_enter()
+    void sj_team_leave()
+    int sj_team_run(sj_team_fn fn, void *ctx)
+    void sj_team_counts(long long *out)
+
+
+cdef struct _LinearJob:
+    const float* x
+    Py_ssize_t ldx
+    int M, K, N, mid, act
+    const float* w
+    bint out_in
+    const float* bias
+    float* y
+    Py_ssize_t ldy
+
+
+cdef void _linear_part(void* ctx, int part) noexcept nogil:
+    """Columns [0, mid) (part 0) or [mid, N) (part 1) of a team-split linear, activation included."""
+    cdef _LinearJob* j = <_LinearJob*>ctx
+    cdef int n0 = 0 if part == 0 else j.mid
+    cdef int n1 = j.mid if part == 0 else j.N
+    cdef int m
+    _gemv_cols(j.x, j.ldx, j.M, j.K, j.w, j.N, j.out_in, j.bias, j.y, j.ldy, n0, n1)
+    if j.act != _NONE:
+        for m in range(j.M):
+            sj_act_row(j.y + m * j.ldy + n0, NULL, j.y + m * j.ldy + n0, n1 - n0, j.act)
+
+
+#: ``nthreads`` value meaning "split over the team" (native_team.h) for the nodes planned for it
+DEF TEAM = -1
+
 
 cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const float* w, int N, bint out_in,
                         const float* bias, float* y, Py_ssize_t ldy, int act, int nthreads) noexcept nogil:
-    """y[m, :N] = act(x[m, :K] @ W^T + bias) for m < M (rows ldx / ldy apart)."""
+    """y[m, :N] = act(x[m, :K] @ W^T + bias) for m < M (rows ldx / ldy apart). ``nthreads``: 1, the
+    run's OpenMP threads, or TEAM (the columns split in two halves with the team's worker)."""
     cdef int t, n0, n1, chunk, m
+    cdef _LinearJob job
+    if nthreads == TEAM:
+        if N >= 64:
+            job.x, job.ldx, job.M, job.K, job.N, job.act = x, ldx, M, K, N, act
+            job.mid = (N // 2 + 31) // 32 * 32 if N >= 128 else (N // 2 + 15) // 16 * 16
+            job.w, job.out_in, job.bias, job.y, job.ldy = w, out_in, bias, y, ldy
+            sj_team_run(_linear_part, &job)
+            return
+        nthreads = 1
     cdef float one = 1.0, zero = 0.0
     cdef int lda, ldxi = <int>ldx, ldyi = <int>ldy
     cdef char* ta

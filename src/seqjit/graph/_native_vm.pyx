@@ -109,8 +109,12 @@ cdef class Program:
     cdef readonly int err, err_instr
     cdef readonly Py_ssize_t err_value, err_limit
     cdef object exc
+    cdef int team_nt        # what a team-splittable instruction runs with: TEAM while held, else 1
+    cdef readonly int team_nodes  # instructions planned for the team (threads == 2)
 
     def __cinit__(self):
+        self.team_nt = 1
+        self.team_nodes = 0
         self.code = NULL
         self.n = self.cap = 0
         self.bound = NULL
@@ -151,6 +155,8 @@ cdef class Program:
         ins = &self.code[self.n]
         memset(ins, 0, sizeof(Instr))
         ins.op, ins.threads = op, threads
+        if threads == 2:
+            self.team_nodes += 1
         for k, p in enumerate(ptrs):
             ins.p[k] = <void*><Py_ssize_t>p
         for k, v in enumerate(ints):
@@ -205,11 +211,28 @@ cdef class Program:
 
     def run(self, int nthreads=1):
         """Run every instruction; raises on the run-time errors of the module docstring."""
-        cdef int rc
+        cdef int rc, team
         with nogil:
+            team = self._hold_team(nthreads)
             rc = self._run(nthreads)
+            self._free_team(team)
         if rc:
             self.raise_error()
+
+    cdef int _hold_team(self, int nthreads) noexcept nogil:
+        """Take the team of two (native_team.h) for this run when it pays: 2+ threads and some
+        instruction planned for it; 1 when taken."""
+        sj_team_enter()
+        if nthreads < 2 or self.team_nodes == 0 or not sj_team_acquire():
+            return 0
+        self.team_nt = TEAM
+        return 1
+
+    cdef void _free_team(self, int held) noexcept nogil:
+        if held:
+            self.team_nt = 1
+            sj_team_release()
+        sj_team_leave()
 
     def raise_error(self):
         if self.err == ERR_PYTHON:
@@ -237,7 +260,9 @@ cdef class Program:
         cdef int pc, rc = 0
         cdef double[::1] times = np.zeros(self.n)
         cdef timespec t0, t1
+        cdef int team
         with nogil:
+            team = self._hold_team(nthreads)
             for pc in range(self.n):
                 clock_gettime(CLOCK_MONOTONIC, &t0)
                 rc = self._exec(pc, nthreads)
@@ -245,6 +270,7 @@ cdef class Program:
                 times[pc] = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9
                 if rc:
                     break
+            self._free_team(team)
         if rc:
             self.raise_error()
         return list(times)
@@ -262,7 +288,20 @@ cdef class Program:
         cdef Instr* c = &self.code[pc]
         cdef Py_ssize_t r, t, j
         if True:
-            nt = nthreads if c.threads == 0 else 1
+            # threads: 1 the calling thread; 2 planned for the team (split in two while this run holds
+            # it); 0 the run's threads (OpenMP), less the core the team's worker spins on while the run
+            # holds it (with 2 threads: the team itself, for the ops whose products take TEAM)
+            if c.threads == 1:
+                nt = 1
+            elif c.threads == 2:
+                nt = self.team_nt
+            elif self.team_nt != TEAM:
+                nt = nthreads
+            elif nthreads == 2 and (c.op == OP_LINEAR or c.op == OP_GRU_CELL or c.op == OP_LSTM_CELL
+                                    or c.op == OP_RNN_SEQUENCE or c.op == OP_ADDITIVE):
+                nt = TEAM
+            else:
+                nt = 1 if nthreads <= 2 else nthreads - 1
             if c.op == OP_LINEAR:
                 native_linear(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <float*>c.p[1], <int>c.i[2],
                               c.i[6] == 0, <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
@@ -377,7 +416,10 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
     cdef double total
     if logits.strides[1] != 4 or logits.dtype.num != cnp.NPY_FLOAT32:
         raise ValueError("logits must be float32 with contiguous rows")
+    cdef int team
     with nogil:
+        team = step._hold_team(nthreads)
+        writeback.team_nt = step.team_nt
         for t in range(start, T):
             rc = step._run(nthreads)
             if rc:
@@ -419,6 +461,15 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     break
             if alive == 0 or alive <= stop_alive:
                 break
+        writeback.team_nt = 1
+        step._free_team(team)
     if rc:
         (step if step.err else writeback).raise_error()
     return sv[0]
+
+
+def team_counts():
+    """(items published, parts the caller took back, long waits) of the team of two since start."""
+    cdef long long out[3]
+    sj_team_counts(out)
+    return int(out[0]), int(out[1]), int(out[2])

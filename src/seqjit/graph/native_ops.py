@@ -31,6 +31,20 @@ _ACT = {None: act_spec.NONE, "relu": act_spec.RELU, "gelu": act_spec.GELU, "gelu
         "silu": act_spec.SILU, "tanh": act_spec.TANH}
 
 
+#: a node of at least this many multiply-adds (and fewer than PARALLEL_MACS) is split in two column
+#: halves over the team of two (src/seqjit/graph/native_team.h) when a run has 2 threads: one
+#: handoff costs ~0.3 us; a [1, 128] x [128, 128] product ~0.5-1 us
+TEAM_MACS = 1 << 14
+
+
+def _threads(macs: int, step_macs: int | None = None) -> int:
+    """An instruction's ``threads``: 0 (the run's threads) from PARALLEL_MACS, 2 (the team) from
+    TEAM_MACS per product (``step_macs``: a sequence's per-step product), else 1."""
+    if macs >= PARALLEL_MACS:
+        return 0
+    return 2 if (macs if step_macs is None else step_macs) >= TEAM_MACS else 1
+
+
 _TRANSPOSE_LOCK = threading.Lock()
 
 
@@ -83,7 +97,7 @@ class OpLowerings:
             _contig(self.arrays[b])
         if my != m:
             raise Unsupported("rows")
-        threads = 0 if m * n * k >= PARALLEL_MACS else 1
+        threads = _threads(m * n * k)
         layout = 0 if attrs["weight_layout"] == "out_in" else 1
         weight = w
         if layout == 0 and m > 4 and wa.nbytes <= TRANSPOSE_MAX_BYTES:
@@ -316,7 +330,7 @@ class OpLowerings:
         if x is not None:
             _, i, ldx = _rows(self.arrays[x])
         scratch = np.zeros(2 * bsz * gates * hd, np.float32)
-        threads = 0 if bsz * gates * hd * (i + hd) >= PARALLEL_MACS else 1
+        threads = _threads(bsz * gates * hd * (i + hd), bsz * gates * hd * max(i, hd))
         weights, layout = self._batch_layout(bsz, *[w for w in (w_ih, w_hh) if w is not None])
         w_ih, w_hh = ([None] if w_ih is None else []) + weights
         keep = [scratch] + ([] if pre is None else [pre]) + ([] if fold is None or fold.w_rest is None else [fold.w_rest])
@@ -388,7 +402,7 @@ class OpLowerings:
         self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch, ptab],
                   [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs,
                    int(transpose)],
-                  threads=0 if macs >= PARALLEL_MACS else 1, keep=[wtab, scratch, *pres])
+                  threads=_threads(macs, b * g * hidden * hidden), keep=[wtab, scratch, *pres])
 
     def op_additive_attention(self, node, attrs):
         q, kp, k, w_q, v, lengths = (list(node.inputs) + [None])[:6]

@@ -1,0 +1,97 @@
+"""The team of two (src/seqjit/graph/native_team.h): a decode at 2 threads splits its products over
+the calling thread and one worker, and gives bit-for-bit the single-thread results; concurrent
+callers, where only one can hold the team, too."""
+import threading
+
+import numpy as np
+import pytest
+
+import seqjit
+from seqjit.graph import _native_vm
+from seqjit.kernels._threads import thread_cap
+
+
+@pytest.fixture(scope="module")
+def tiny(make_tiny_marian, tmp_path_factory):
+    path = tmp_path_factory.mktemp("team")
+    make_tiny_marian(seed=11).save_pretrained(path)
+    model = seqjit.from_hf(path)
+    model.set_replay("native")
+    return model
+
+
+def sources(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [list(rng.integers(1, 94, k)) + [0] for k in rng.integers(2, 12, n)]
+
+
+def with_threads(n, fn):
+    before = seqjit.get_num_threads()
+    seqjit.set_num_threads(n)
+    try:
+        return fn()
+    finally:
+        seqjit.set_num_threads(before)
+
+
+def test_two_threads_give_the_single_thread_logits_bit_for_bit(tiny):
+    from seqjit.decoding.api import pad_sources
+
+    srcs = sources(3)
+    ids, lens = pad_sources(srcs, tiny.pad_id)
+    tgt = np.array([[tiny.decoder_start_id, 5, 9, 13, 2]] * 3, np.int64)
+    one = with_threads(1, lambda: tiny.logits_stepwise(ids, tgt, lens))
+    before = _native_vm.team_counts()[0]
+    two = with_threads(2, lambda: tiny.logits_stepwise(ids, tgt, lens))
+    assert _native_vm.team_counts()[0] > before, "no product went to the team"
+    np.testing.assert_array_equal(two, one)
+
+
+def test_greedy_at_two_threads_equals_one_thread(tiny):
+    srcs = sources(6, seed=1)
+    opts = dict(max_length=12, return_scores=True)
+    one = with_threads(1, lambda: [tiny.generate([s], **opts)[0] for s in srcs])
+    before = _native_vm.team_counts()[0]
+    two = with_threads(2, lambda: [tiny.generate([s], **opts)[0] for s in srcs])
+    assert _native_vm.team_counts()[0] > before
+    assert [r.ids for r in two] == [r.ids for r in one]
+    assert [r.scores for r in two] == [r.scores for r in one]
+
+
+def test_concurrent_callers_share_one_team_and_get_serial_results(tiny):
+    """Only one caller can hold the team; the others run their products alone. Results equal
+    the serial ones whoever held it."""
+    srcs = sources(16, seed=2)
+    want = with_threads(1, lambda: [tiny.generate([s], max_length=10)[0].ids for s in srcs])
+    got = [None] * len(srcs)
+    errors = []
+
+    def work(k):
+        try:
+            for i in range(k, len(srcs), 4):
+                got[i] = tiny.generate([srcs[i]], max_length=10)[0].ids
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    def run_all():
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+
+    with_threads(2, run_all)
+    assert not errors
+    assert got == want
+
+
+def test_a_thread_capped_to_one_does_not_take_the_team(tiny):
+    srcs = sources(2, seed=3)
+
+    def capped():
+        with thread_cap(1):
+            before = _native_vm.team_counts()[0]
+            tiny.generate(srcs, max_length=8)
+            return _native_vm.team_counts()[0] - before
+
+    assert with_threads(2, capped) == 0
