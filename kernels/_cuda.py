@@ -18,7 +18,9 @@ import numpy as np
 
 from seqjit.errors import CudaUnavailable, DeviceOutOfMemory
 
-__all__ = ["CudaUnavailable", "DeviceOutOfMemory", "require_cuda", "to_device", "to_host", "device_empty"]
+__all__ = ["CudaUnavailable", "DeviceOutOfMemory", "require_cuda", "to_device", "to_host", "device_empty",
+           "device_zeros", "strided", "reshape_view", "permute_view", "broadcast_view", "is_c_contiguous",
+           "threads_for", "host_mirror", "to_device_mirrored"]
 
 _SIMULATOR_HINT = "set NUMBA_ENABLE_CUDASIM=1 before numba.cuda is first imported to run on numba's CUDA simulator"
 #: CUresult CUDA_ERROR_OUT_OF_MEMORY
@@ -148,7 +150,7 @@ def to_host(x) -> np.ndarray:
 def device_empty(shape, dtype):
     from numba import cuda
 
-    shape = tuple(int(s) for s in shape)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     with _allocating("a device buffer", shape, dtype):
         return cuda.device_array(shape, dtype=np.dtype(dtype))
 
@@ -182,3 +184,118 @@ def finish(dresult, out, on_device: bool):
         dresult.copy_to_host(out)
         return out
     return dresult if on_device else dresult.copy_to_host()
+
+
+def threads_for(n: int, cap: int) -> int:
+    """Threads for a block working on ``n`` items: the power of two >= ``n``, at most ``cap`` (a power of
+    two), at least 1. Blocks sized by the work leave no thread idle at small sizes (a tiny vocabulary,
+    a short KV cache) and cost the simulator, which runs every thread as a Python thread, far less."""
+    n = max(1, int(n))
+    return min(int(cap), 1 << (n - 1).bit_length())
+
+
+def _is_simulated(x) -> bool:
+    return hasattr(x, "_ary")  # the simulator's FakeCUDAArray wraps a numpy array
+
+
+def strided(x, shape, strides):
+    """A device array over ``x``'s memory (starting at its first element) with ``shape`` and byte
+    ``strides``: a view, no copy (the caller keeps it inside ``x``'s memory)."""
+    shape = tuple(int(s) for s in shape)
+    strides = tuple(int(s) for s in strides)
+    if _is_simulated(x):
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+
+        return FakeCUDAArray(np.lib.stride_tricks.as_strided(x._ary, shape, strides), stream=x.stream)
+    return type(x)(shape, strides, x.dtype, stream=x.stream, gpu_data=x.gpu_data)
+
+
+def _view_strides(shape, strides, itemsize, new_shape):
+    """The strides numpy gives a view of an array of ``shape``/``strides`` reshaped to ``new_shape``,
+    or None when that reshape needs a copy (computed on a stand-in: no memory is read)."""
+    stand_in = np.lib.stride_tricks.as_strided(np.empty(1, np.dtype(f"V{itemsize}")), shape, strides)
+    try:
+        return np.reshape(stand_in, new_shape, copy=False).strides
+    except ValueError:
+        return None
+
+
+def reshape_view(x, shape):
+    """``x`` reshaped without a copy (also a strided ``x``, where numpy could view it); ValueError when the
+    layout does not allow a view. (numba's ``reshape`` refuses strided arrays, and the simulator's copies
+    them silently, which would lose writes.)"""
+    shape = tuple(int(s) for s in shape)
+    if math.prod(shape) != math.prod(tuple(x.shape)):
+        raise ValueError(f"cannot reshape a device array of shape {list(x.shape)} to {list(shape)}")
+    if tuple(x.shape) == shape:
+        return x
+    strides = _view_strides(tuple(x.shape), tuple(x.strides), np.dtype(x.dtype).itemsize, shape)
+    if strides is None:
+        raise ValueError(f"a device array of shape {list(x.shape)} and strides {list(x.strides)} cannot be "
+                         f"viewed as {list(shape)} without a copy")
+    return strided(x, shape, strides)
+
+
+def permute_view(x, axes):
+    """``x`` with its axes permuted (numpy's ``transpose(axes)``), a strided view. (numba's device
+    ``transpose`` copies, and only 2-D arrays.)"""
+    axes = tuple(int(a) for a in axes)
+    if sorted(axes) != list(range(len(x.shape))):
+        raise ValueError(f"axes {list(axes)} is not a permutation of the {len(x.shape)} axes of a device array")
+    return strided(x, [x.shape[a] for a in axes], [x.strides[a] for a in axes])
+
+
+def host_mirror(x):
+    """The host copy a device array was uploaded from, when it keeps one (see :func:`to_device_mirrored`):
+    its values can then be checked on the host without a transfer. None otherwise."""
+    return getattr(x, "_seqjit_host", None) if is_device_array(x) else None
+
+
+def to_device_mirrored(x):
+    """Upload ``x`` and keep a read-only host copy on the device array (:func:`host_mirror`): for ids and
+    lengths, which kernels check on the host (range, running rows) and read on the device."""
+    host = np.array(x, copy=True)
+    host.flags.writeable = False
+    d = to_device(host)
+    d._seqjit_host = host
+    return d
+
+
+def broadcast_view(x, shape):
+    """``x`` broadcast to ``shape`` (numpy's rules; zero strides on the broadcast axes), a view."""
+    shape = tuple(int(s) for s in shape)
+    xs, st = tuple(x.shape), tuple(x.strides)
+    if len(xs) > len(shape):
+        raise ValueError(f"cannot broadcast shape {list(xs)} to {list(shape)}")
+    pad = len(shape) - len(xs)
+    xs, st = (1,) * pad + xs, (0,) * pad + st
+    strides = []
+    for have, want, s in zip(xs, shape, st):
+        if have == want:
+            strides.append(s if want > 1 else 0)
+        elif have == 1:
+            strides.append(0)
+        else:
+            raise ValueError(f"cannot broadcast shape {list(x.shape)} to {list(shape)}")
+    return strided(x, shape, strides)
+
+
+def is_c_contiguous(x) -> bool:
+    """Whether ``x`` (host or device) is C-contiguous (size-1 axes ignored)."""
+    expected = np.dtype(x.dtype).itemsize
+    for n, s in zip(reversed(tuple(x.shape)), reversed(tuple(x.strides))):
+        if n == 0:
+            return True
+        if n != 1 and s != expected:
+            return False
+        expected *= n
+    return True
+
+
+def device_zeros(shape, dtype):
+    """A device array of zeros, filled on the device (nothing is uploaded)."""
+    out = device_empty(shape, dtype)
+    from seqjit.kernels.layout.cuda import fill
+
+    fill(out, 0)
+    return out

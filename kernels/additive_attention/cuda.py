@@ -1,6 +1,7 @@
 """numba.cuda additive_attention (float32): three launches with the data kept on the device,
 ``qp = query @ w_q.T`` (one thread per (b, a)), the scores (one thread per (b, j)), and one block per
-batch row for the masked softmax (shared-memory max/sum reductions) and the context (threads over Dk).
+batch row (up to 128 threads, fewer for a short source) for the masked softmax (shared-memory
+max/sum reductions) and the context (threads over Dk).
 
 Host arrays in -> host arrays out; any device array in -> device arrays out (see seqjit.kernels._cuda).
 """
@@ -38,7 +39,7 @@ def _scores(qp, keys_proj, v, lengths, scores):
     if idx < B * L:
         b = idx // L
         j = idx - b * L
-        if j < lengths[b]:
+        if j < lengths[b]:  # (j < L: a device length above L reads nothing beyond)
             e = float32(0.0)
             for a in range(A):
                 e += v[a] * math.tanh(qp[b, a] + keys_proj[b, j, a])
@@ -49,7 +50,7 @@ def _scores(qp, keys_proj, v, lengths, scores):
 def _block_reduce(buf, tid, value, use_max):
     buf[tid] = value
     cuda.syncthreads()
-    step = _THREADS // 2
+    step = cuda.blockDim.x // 2
     while step > 0:
         if tid < step:
             if use_max:
@@ -69,21 +70,22 @@ def _softmax_context(scores, keys, lengths, weights, context):
     tid = cuda.threadIdx.x
     L = scores.shape[1]
     Dk = keys.shape[2]
-    n = lengths[b]
+    n = min(max(lengths[b], 0), L)  # (a device lengths is not checked on the host)
+    nt = cuda.blockDim.x
     buf = cuda.shared.array(_THREADS, float32)
     m = -math.inf
-    for j in range(tid, n, _THREADS):
+    for j in range(tid, n, nt):
         m = max(m, scores[b, j])
     m = _block_reduce(buf, tid, m, True)
     s = float32(0.0)
-    for j in range(tid, n, _THREADS):
+    for j in range(tid, n, nt):
         s += math.exp(scores[b, j] - m)
     total = _block_reduce(buf, tid, s, False)
     inv = float32(1.0) / total if n > 0 else float32(0.0)
-    for j in range(tid, L, _THREADS):
+    for j in range(tid, L, nt):
         weights[b, j] = math.exp(scores[b, j] - m) * inv if j < n else float32(0.0)
     cuda.syncthreads()
-    for d in range(tid, Dk, _THREADS):
+    for d in range(tid, Dk, nt):
         acc = float32(0.0)
         for j in range(n):
             acc += weights[b, j] * keys[b, j, d]
@@ -91,8 +93,15 @@ def _softmax_context(scores, keys, lengths, weights, context):
 
 
 def additive_attention(query, keys_proj, keys, w_q, v, *, lengths=None):
-    """See :func:`seqjit.kernels.additive_attention.reference.additive_attention`."""
-    p = spec.prepare(query, keys_proj, keys, w_q, v, lengths, device=True)
+    """See :func:`seqjit.kernels.additive_attention.reference.additive_attention`. ``lengths`` may be a
+    device array (a decode loop's, which never leaves the GPU): its shape and dtype are checked on the
+    host, its values clipped to ``[0, L]`` on the device."""
+    device_lengths = lengths is not None and _cuda.is_device_array(lengths)
+    p = spec.prepare(query, keys_proj, keys, w_q, v, None if device_lengths else lengths, device=True)
+    if device_lengths:
+        if len(lengths.shape) != 1 or lengths.shape[0] != p.query.shape[0] or np.dtype(lengths.dtype).kind not in "iu":
+            raise ValueError(f"lengths must be an integer array of shape [{p.query.shape[0]}], got "
+                             f"{lengths.dtype} {list(lengths.shape)}")
     for name in ("query", "keys_proj", "keys", "w_q", "v"):
         _cuda.require_float32(name, getattr(p, name))
     on_device = _cuda.any_on_device(p.query, p.keys_proj, p.keys, p.w_q, p.v)
@@ -104,12 +113,12 @@ def additive_attention(query, keys_proj, keys, w_q, v, *, lengths=None):
         qp = _cuda.device_empty((B, A), np.float32)
         scores = _cuda.device_empty((B, L), np.float32)
         dq, dkp, dk = _cuda.to_device(p.query), _cuda.to_device(p.keys_proj), _cuda.to_device(p.keys)
-        dlen = _cuda.to_device(p.lengths)
+        dlen = lengths if device_lengths else _cuda.to_device(p.lengths)
         if A:
             _project[_cuda.grid_1d(B * A, _THREADS)](dq, _cuda.to_device(p.w_q), qp)
         if L:
             _scores[_cuda.grid_1d(B * L, _THREADS)](qp, dkp, _cuda.to_device(p.v), dlen, scores)
-        _softmax_context[B, _THREADS](scores, dk, dlen, weights, context)
+        _softmax_context[B, _cuda.threads_for(-(-max(L, Dk) // 4), _THREADS)](scores, dk, dlen, weights, context)
     if on_device:
         return context, weights
     return context.copy_to_host(), weights.copy_to_host()

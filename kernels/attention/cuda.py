@@ -217,11 +217,12 @@ def _decode(q, k, v, lengths, causal, scale, chunk, out, mstat, lstat, pacc, pm,
     red = cuda.shared.array(DEC_T, float32)
     j0 = s * chunk
     n = min(chunk, _visible(lengths, b, 0, causal, Lk - 1, Lk) - j0)  # this block's keys (<= 0: none)
-    for d in range(tid, D, DEC_T):
+    nt = cuda.blockDim.x  # a power of two <= DEC_T
+    for d in range(tid, D, nt):
         qs[d] = q[b, h, 0, d] * scale
     cuda.syncthreads()
     mx = _NEG_INF
-    for jj in range(tid, n, DEC_T):  # one thread per key
+    for jj in range(tid, n, nt):  # one thread per key
         t = float32(0)
         for d in range(D):
             t += qs[d] * k[b, h, j0 + jj, d]
@@ -229,7 +230,7 @@ def _decode(q, k, v, lengths, causal, scale, chunk, out, mstat, lstat, pacc, pm,
         mx = max(mx, t)
     red[tid] = mx
     cuda.syncthreads()
-    step = DEC_T // 2
+    step = nt // 2
     while step > 0:  # the chunk's max
         if tid < step and red[tid + step] > red[tid]:
             red[tid] = red[tid + step]
@@ -238,13 +239,13 @@ def _decode(q, k, v, lengths, causal, scale, chunk, out, mstat, lstat, pacc, pm,
     m = red[0]
     cuda.syncthreads()
     psum = float32(0)
-    for jj in range(tid, n, DEC_T):
+    for jj in range(tid, n, nt):
         e = math.exp(sc[jj] - m)
         sc[jj] = e
         psum += e
     red[tid] = psum
     cuda.syncthreads()
-    step = DEC_T // 2
+    step = nt // 2
     while step > 0:  # the chunk's sum
         if tid < step:
             red[tid] += red[tid + step]
@@ -252,7 +253,7 @@ def _decode(q, k, v, lengths, causal, scale, chunk, out, mstat, lstat, pacc, pm,
         step //= 2
     total = red[0]
     inv = float32(0) if total == 0 else float32(1) / total
-    for d in range(tid, Dv, DEC_T):  # consecutive threads: consecutive columns of V
+    for d in range(tid, Dv, nt):  # consecutive threads: consecutive columns of V
         a = float32(0)
         for jj in range(n):
             a += sc[jj] * v[b, h, j0 + jj, d]
@@ -369,20 +370,20 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
             else:  # unused by an unsplit launch: views of the outputs stand in (no allocation)
                 pacc = mstat.reshape(B * H, 1, 1)
                 pm = pl = lstat.reshape(B * H, 1)
-            _decode[(splits, B * H), DEC_T](dq, dk, dv, dlen, p.causal, scale32, chunk, dout, mstat, lstat,
+            nt = _cuda.threads_for(max(chunk, D, Dv), DEC_T)
+            _decode[(splits, B * H), nt](dq, dk, dv, dlen, p.causal, scale32, chunk, dout, mstat, lstat,
                                             pacc, pm, pl)
             if splits > 1:
-                nt = min(DEC_T, max(32, 32 * (-(-Dv // 32))))
+                nt = _cuda.threads_for(Dv, DEC_T)
                 _decode_combine[B * H, nt](pacc, pm, pl, dout, mstat, lstat)
         elif Lq < _ROWWISE_BELOW or D > _DMAX or Dv > _DMAX:
             # enough threads for the keys (up to RT) and for Dv (_OUT_PER_THREAD columns each)
-            want = max(32, min(RT, Lk), -(-Dv // _OUT_PER_THREAD))
-            nt = 1 << (want - 1).bit_length()
+            nt = _cuda.threads_for(max(min(RT, Lk), -(-Dv // _OUT_PER_THREAD)), RT)
             _rowwise[(Lq, B * H), nt](dq, dk, dv, dlen, p.causal, scale32, dout, mstat, lstat)
         else:
             _tiled[((Lq + TQ - 1) // TQ, B * H), TQ](dq, dk, dv, dlen, p.causal, scale32, dout, mstat, lstat)
         if p.return_weights and Lk > 0:
-            nt = min(RT, 32 * (-(-Lk // 32)))
+            nt = _cuda.threads_for(Lk, RT)
             _weights[(-(-Lk // nt), Lq, B * H), nt](dq, dk, dlen, p.causal, scale32, mstat, lstat, dweights)
     result = _cuda.finish(dout, out, on_device)
     if not p.return_weights:

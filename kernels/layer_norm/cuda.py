@@ -1,5 +1,7 @@
-"""numba.cuda layer_norm: one thread block per row; mean and variance by shared-memory tree
-reductions (two passes: the variance is taken about the mean, as in the reference).
+"""numba.cuda layer_norm: one thread block per row (``threads_for(d / 4, 128)`` threads: 4 or more
+columns each); mean and
+variance by shared-memory tree reductions (two passes: the variance is taken about the mean, as in
+the reference).
 
 Host arrays in -> host array out; a device array in -> device array out (see seqjit.kernels._cuda).
 """
@@ -15,7 +17,7 @@ from seqjit.kernels import _cuda
 from . import spec
 
 _THREADS = 128
-_DUMMY = np.zeros(1, np.float32)
+_dummy = None  # a device [1] array standing in for an absent weight or bias (made once)
 
 
 @cuda.jit(device=True, inline=True)
@@ -23,7 +25,7 @@ def _block_sum(buf, tid, value):
     """Sum of ``value`` over the block's threads (every thread gets it)."""
     buf[tid] = value
     cuda.syncthreads()
-    step = _THREADS // 2
+    step = cuda.blockDim.x // 2
     while step > 0:
         if tid < step:
             buf[tid] += buf[tid + step]
@@ -41,15 +43,15 @@ def _layer_norm_rows(x, weight, bias, has_weight, has_bias, eps, out):
     d = x.shape[1]
     buf = cuda.shared.array(_THREADS, float32)
     s = float32(0.0)
-    for j in range(tid, d, _THREADS):
+    for j in range(tid, d, cuda.blockDim.x):
         s += x[r, j]
     mean = _block_sum(buf, tid, s) / float32(d)
     s = float32(0.0)
-    for j in range(tid, d, _THREADS):
+    for j in range(tid, d, cuda.blockDim.x):
         t = x[r, j] - mean
         s += t * t
     rstd = float32(1.0) / math.sqrt(_block_sum(buf, tid, s) / float32(d) + eps)
-    for j in range(tid, d, _THREADS):
+    for j in range(tid, d, cuda.blockDim.x):
         y = (x[r, j] - mean) * rstd
         if has_weight:
             y = y * weight[j]
@@ -65,9 +67,12 @@ def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
     rows, d = x2.shape
     dout = _cuda.device_out("out", out, shape, x2.dtype)
     if rows and d:
-        dw = _cuda.to_device(w if w is not None else _DUMMY)
-        db = _cuda.to_device(b if b is not None else _DUMMY)
-        _layer_norm_rows[rows, _THREADS](
+        global _dummy
+        if (w is None or b is None) and _dummy is None:
+            _dummy = _cuda.device_zeros((1,), np.float32)
+        dw = _cuda.to_device(w) if w is not None else _dummy
+        db = _cuda.to_device(b) if b is not None else _dummy
+        _layer_norm_rows[rows, _cuda.threads_for(-(-d // 4), _THREADS)](
             _cuda.to_device(x2), dw, db, w is not None, b is not None, np.float32(eps), dout.reshape(rows, d)
         )
     return _cuda.finish(dout, out, on_device)

@@ -17,6 +17,9 @@ element is read once, by one thread, for all M rows (kept in a register array):
 - ``in_out`` weight ``[K, N]``: ``_LANES`` consecutive columns per block, one thread each (coalesced
   reads of the weight's rows), and ``_KSLICES`` (8) groups of threads splitting K.
 
+Below those sizes (K < 32 or N < 32, a tiny model) the groups shrink to a power of two covering the
+work (at least M lanes for ``out_in``), so no thread is launched idle.
+
 The partial sums of each (row, column) are added in shared memory (in a fixed order: the result does
 not depend on timing) and the epilogue writes ``out`` once. Chosen automatically by ``M``.
 
@@ -107,28 +110,30 @@ def _gemm_bias_act(x, w, bias, has_bias, out_in, code, out):
 
 @cuda.jit(cache=False)
 def _gemv_out_in(x, w, bias, has_bias, code, out):
-    """``M <= GEMV_MAX_ROWS``, weight ``[N, K]``: block (lanes along K) x (``_COLS`` columns)."""
+    """``M <= GEMV_MAX_ROWS``, weight ``[N, K]``: block (lanes along K, at least M) x (columns)."""
     m, k = x.shape
     n = out.shape[1]
     lane = cuda.threadIdx.x
+    lanes = cuda.blockDim.x
     g = cuda.threadIdx.y
-    col = cuda.blockIdx.x * _COLS + g
-    part = cuda.shared.array((_COLS, GEMV_MAX_ROWS, _LANES), float32)
+    col = cuda.blockIdx.x * cuda.blockDim.y + g
+    part = cuda.shared.array(_COLS * GEMV_MAX_ROWS * _LANES, float32)
     acc = cuda.local.array(GEMV_MAX_ROWS, float32)
     for r in range(m):
         acc[r] = float32(0.0)
     if col < n:
-        for kk in range(lane, k, _LANES):
+        for kk in range(lane, k, lanes):
             wv = w[col, kk]
             for r in range(m):
                 acc[r] += x[r, kk] * wv
+    base = g * GEMV_MAX_ROWS * lanes
     for r in range(m):
-        part[g, r, lane] = acc[r]
+        part[base + r * lanes + lane] = acc[r]
     cuda.syncthreads()
     if col < n and lane < m:  # lane r adds up row r of this column
         v = float32(0.0)
-        for l in range(_LANES):
-            v += part[g, lane, l]
+        for l in range(lanes):
+            v += part[base + lane * lanes + l]
         if has_bias:
             v += bias[col]
         out[lane, col] = activate(v, code)
@@ -136,29 +141,31 @@ def _gemv_out_in(x, w, bias, has_bias, code, out):
 
 @cuda.jit(cache=False)
 def _gemv_in_out(x, w, bias, has_bias, code, out):
-    """``M <= GEMV_MAX_ROWS``, weight ``[K, N]``: block (``_LANES`` columns) x (``_KSLICES`` slices of K)."""
+    """``M <= GEMV_MAX_ROWS``, weight ``[K, N]``: block (columns) x (slices of K)."""
     m, k = x.shape
     n = out.shape[1]
     tx = cuda.threadIdx.x
+    lanes = cuda.blockDim.x
     ks = cuda.threadIdx.y
-    col = cuda.blockIdx.x * _LANES + tx
-    part = cuda.shared.array((_KSLICES, GEMV_MAX_ROWS, _LANES), float32)
+    kslices = cuda.blockDim.y
+    col = cuda.blockIdx.x * lanes + tx
+    part = cuda.shared.array(_KSLICES * GEMV_MAX_ROWS * _LANES, float32)
     acc = cuda.local.array(GEMV_MAX_ROWS, float32)
     for r in range(m):
         acc[r] = float32(0.0)
     if col < n:
-        for kk in range(ks, k, _KSLICES):
+        for kk in range(ks, k, kslices):
             wv = w[kk, col]
             for r in range(m):
                 acc[r] += x[r, kk] * wv
     for r in range(m):
-        part[ks, r, tx] = acc[r]
+        part[(ks * GEMV_MAX_ROWS + r) * lanes + tx] = acc[r]
     cuda.syncthreads()
     if col < n:
-        for r in range(ks, m, _KSLICES):  # slice ks finishes rows ks, ks + _KSLICES
+        for r in range(ks, m, kslices):  # slice ks finishes rows ks, ks + kslices, ...
             v = float32(0.0)
-            for j in range(_KSLICES):
-                v += part[j, r, tx]
+            for j in range(kslices):
+                v += part[(j * GEMV_MAX_ROWS + r) * lanes + tx]
             if has_bias:
                 v += bias[col]
             out[r, col] = activate(v, code)
@@ -187,11 +194,13 @@ def linear(x, weight, bias=None, *, activation=None, weight_layout="out_in", out
         if k == 0:
             _fill_bias_act[_cuda.grid_1d(m * n)](db, b is not None, code, o2)
         elif m <= GEMV_MAX_ROWS and out_in:
-            _gemv_out_in[(n + _COLS - 1) // _COLS, (_LANES, _COLS)](
+            lanes = _cuda.threads_for(max(-(-k // 4), m), _LANES)  # >= m: lane r finishes row r
+            _gemv_out_in[(n + _COLS - 1) // _COLS, (lanes, _COLS)](
                 _cuda.to_device(x2), _cuda.to_device(w), db, b is not None, code, o2
             )
         elif m <= GEMV_MAX_ROWS:
-            _gemv_in_out[(n + _LANES - 1) // _LANES, (_LANES, _KSLICES)](
+            lanes, kslices = _cuda.threads_for(n, _LANES), _cuda.threads_for(k, _KSLICES)
+            _gemv_in_out[(n + lanes - 1) // lanes, (lanes, kslices)](
                 _cuda.to_device(x2), _cuda.to_device(w), db, b is not None, code, o2
             )
         else:

@@ -8,6 +8,10 @@ row's length, so the number of running rows per step needs no copy back). Rows a
 length order (longest first), so the running rows are always a prefix. ``batch_first`` input and
 output are transposed on the device.
 
+The cells (a decoder step) run as two linear launches (``x @ W_ih.T`` and ``h @ W_hh.T``: the GEMV
+path of :mod:`seqjit.kernels.linear` for a decode batch) and one fused gate launch, with nothing sent
+to the device but the launches: device inputs in, device states out.
+
 Host arrays in -> host arrays out; any device array in -> device arrays out (see seqjit.kernels._cuda).
 """
 from __future__ import annotations
@@ -169,7 +173,7 @@ def _swapped(x):
 
 
 def _zeros(shape):
-    return _cuda.to_device(np.zeros(shape, np.float32))
+    return _cuda.device_zeros(shape, np.float32)
 
 
 def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm, out, col, h_fin, c_fin):
@@ -194,6 +198,10 @@ def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reve
             _gemm(hs[src], w_hh, hh, nact)
             _launch(_gates, nact * H, xp, hh, bx, bh, hs, src, cs, lens, dorder, s, reverse, lstm, out, col, nact)
     _launch(_finish, B * H, hs, cs, lens, dorder, h_fin, c_fin)
+
+
+def _dev(x):
+    return None if x is None else _cuda.to_device(x)
 
 
 def _biases(w_hh, b_ih, b_hh):
@@ -255,19 +263,52 @@ def lstm(x, params, *, state0=None, lengths=None, batch_first=False):
     return _sequence("lstm", x, params, state0, lengths, batch_first)
 
 
+@cuda.jit(cache=False)
+def _cell_gates(xp, hh, h, c, has_h, has_c, lstm, h_out, c_out):
+    """One cell step from the two projections (biases included): thread per (row, unit)."""
+    idx = cuda.grid(1)
+    B, H = h_out.shape
+    if idx >= B * H:
+        return
+    i = idx // H
+    j = idx - i * H
+    if lstm:
+        ig = _sigmoid(xp[i, j] + hh[i, j])
+        fg = _sigmoid(xp[i, H + j] + hh[i, H + j])
+        gg = math.tanh(xp[i, 2 * H + j] + hh[i, 2 * H + j])
+        og = _sigmoid(xp[i, 3 * H + j] + hh[i, 3 * H + j])
+        cv = fg * (c[i, j] if has_c else float32(0.0)) + ig * gg
+        c_out[i, j] = cv
+        h_out[i, j] = og * math.tanh(cv)
+    else:
+        r = _sigmoid(xp[i, j] + hh[i, j])
+        z = _sigmoid(xp[i, H + j] + hh[i, H + j])
+        n = math.tanh(xp[i, 2 * H + j] + r * hh[i, 2 * H + j])
+        h_out[i, j] = n + z * ((h[i, j] if has_h else float32(0.0)) - n)
+
+
 def _cell(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, out):
+    from seqjit.kernels.linear.cuda import linear
+
     cell = spec.prepare_cell(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, out, device=True)
     _check_f32(x=cell.x, h=cell.h, c=cell.c, w_ih=cell.w_ih, w_hh=cell.w_hh, b_ih=cell.b_ih, b_hh=cell.b_hh)
     on_device = _cuda.any_on_device(cell.x, cell.h, cell.c, cell.w_ih, cell.w_hh, cell.b_ih, cell.b_hh, out)
     B, H = cell.x.shape[0], cell.hidden
+    G = cell.w_hh.shape[0]
     h_out = _cuda.device_out("out", out, (B, H), np.float32)
     c_out = _cuda.device_empty((B, H), np.float32)
-    h = _zeros((B, H)) if cell.h is None else _cuda.to_device(cell.h)
-    c = _zeros((B, H)) if cell.c is None else _cuda.to_device(cell.c)
-    bx, bh = _biases(cell.w_hh, cell.b_ih, cell.b_hh)
-    _layer(_cuda.to_device(cell.x), _cuda.to_device(cell.w_ih), _cuda.to_device(cell.w_hh), bx, bh, h, c,
-           np.ones(B, np.int64), np.arange(B, dtype=np.int64), 1 if B else 0, False, mode == "lstm",
-           h_out.reshape(1, B, H), 0, h_out, c_out)
+    if B:
+        xp = linear(_cuda.to_device(cell.x), _cuda.to_device(cell.w_ih), _dev(cell.b_ih),
+                    out=_cuda.device_empty((B, G), np.float32))
+        hh = _cuda.device_empty((B, G), np.float32)
+        if cell.h is None:  # h = 0: the hidden projection is its bias
+            linear(_cuda.device_empty((B, 0), np.float32), _cuda.device_empty((G, 0), np.float32), _dev(cell.b_hh), out=hh)
+        else:
+            linear(_cuda.to_device(cell.h), _cuda.to_device(cell.w_hh), _dev(cell.b_hh), out=hh)
+        dh = _cuda.to_device(cell.h) if cell.h is not None else h_out
+        dc = _cuda.to_device(cell.c) if cell.c is not None else c_out
+        _launch(_cell_gates, B * H, xp, hh, dh, dc, cell.h is not None, cell.c is not None, mode == "lstm",
+                h_out, c_out)
     h_res = _cuda.finish(h_out, out, on_device)
     if mode == "gru":
         return h_res

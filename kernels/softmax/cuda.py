@@ -3,6 +3,9 @@
 Non-finite rows (:mod:`spec`) leave the normal path on a non-finite row max (+inf; or -inf, where
 the max ignored any NaN, so a block-wide NaN search follows) or a NaN sum of exponentials.
 
+One block per row of ``threads_for(n / 4, 128)`` threads (a power of two, 4 or more columns each:
+short rows get small blocks).
+
 Host arrays in -> host array out; a device array in -> device array out (see seqjit.kernels._cuda).
 """
 from __future__ import annotations
@@ -17,22 +20,24 @@ from seqjit.kernels import _cuda
 from . import spec
 
 _THREADS = 128
+_no_mask = None  # a device [1, 1] array standing in for an absent mask (made once)
 
 
 @cuda.jit(cache=False)
 def _softmax_rows(x, mask, has_mask, out, use_log):
     r = cuda.blockIdx.x
     tid = cuda.threadIdx.x
+    nt = cuda.blockDim.x
     n = x.shape[1]
     buf = cuda.shared.array(_THREADS, float32)
     # 1) row max over kept elements
     m = -math.inf
-    for j in range(tid, n, _THREADS):
+    for j in range(tid, n, nt):
         if (not has_mask or mask[r, j]) and x[r, j] > m:
             m = x[r, j]
     buf[tid] = m
     cuda.syncthreads()
-    step = _THREADS // 2
+    step = nt // 2
     while step > 0:
         if tid < step and buf[tid + step] > buf[tid]:
             buf[tid] = buf[tid + step]
@@ -42,29 +47,29 @@ def _softmax_rows(x, mask, has_mask, out, use_log):
     cuda.syncthreads()
     if m == math.inf or m == -math.inf:  # (the same branch in every thread of the block)
         found = 0.0
-        for j in range(tid, n, _THREADS):
+        for j in range(tid, n, nt):
             if (not has_mask or mask[r, j]) and x[r, j] != x[r, j]:
                 found = 1.0
         buf[tid] = found
         cuda.syncthreads()
-        step = _THREADS // 2
+        step = nt // 2
         while step > 0:
             if tid < step and buf[tid + step] > buf[tid]:
                 buf[tid] = buf[tid + step]
             cuda.syncthreads()
             step //= 2
         value = math.nan if (m == math.inf or buf[0] > 0) else (-math.inf if use_log else 0.0)
-        for j in range(tid, n, _THREADS):
+        for j in range(tid, n, nt):
             out[r, j] = value
         return
     # 2) sum of exponentials
     s = 0.0
-    for j in range(tid, n, _THREADS):
+    for j in range(tid, n, nt):
         if not has_mask or mask[r, j]:
             s += math.exp(x[r, j] - m)
     buf[tid] = s
     cuda.syncthreads()
-    step = _THREADS // 2
+    step = nt // 2
     while step > 0:
         if tid < step:
             buf[tid] += buf[tid + step]
@@ -72,17 +77,17 @@ def _softmax_rows(x, mask, has_mask, out, use_log):
         step //= 2
     total = buf[0]
     if total != total:  # a kept NaN
-        for j in range(tid, n, _THREADS):
+        for j in range(tid, n, nt):
             out[r, j] = math.nan
         return
     # 3) write
     if use_log:
         lse = m + math.log(total)
-        for j in range(tid, n, _THREADS):
+        for j in range(tid, n, nt):
             out[r, j] = (x[r, j] - lse) if (not has_mask or mask[r, j]) else -math.inf
     else:
         inv = 1.0 / total
-        for j in range(tid, n, _THREADS):
+        for j in range(tid, n, nt):
             out[r, j] = math.exp(x[r, j] - m) * inv if (not has_mask or mask[r, j]) else 0.0
 
 
@@ -93,8 +98,11 @@ def _run(x, mask, out, use_log):
     rows, n = x2.shape
     dout = _cuda.device_out("out", out, shape, x2.dtype)
     if rows and n:
-        dmask = _cuda.to_device(m2 if m2 is not None else np.ones((1, 1), np.uint8))
-        _softmax_rows[rows, _THREADS](_cuda.to_device(x2), dmask, m2 is not None, dout.reshape(rows, n), use_log)
+        global _no_mask
+        if m2 is None and _no_mask is None:
+            _no_mask = _cuda.device_zeros((1, 1), np.uint8)
+        dmask = _cuda.to_device(m2) if m2 is not None else _no_mask
+        _softmax_rows[rows, _cuda.threads_for(-(-n // 4), _THREADS)](_cuda.to_device(x2), dmask, m2 is not None, dout.reshape(rows, n), use_log)
     return _cuda.finish(dout, out, on_device)
 
 

@@ -94,6 +94,11 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     the results equal decoding each source alone. ``callback(StepToken)`` is called for every
     generated token (greedy and sampling only); returning True stops that source.
     """
+    if getattr(model, "device", "cpu") != "cpu":  # on the GPU: decoded there (seqjit.gpu.generate)
+        from seqjit.gpu.generate import generate as device_generate
+
+        return device_generate(model, sources, lengths=lengths, max_batch_size=max_batch_size, callback=callback,
+                               **options)
     opts = _options(options)
     if not isinstance(max_batch_size, int) or max_batch_size < 1:
         raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")

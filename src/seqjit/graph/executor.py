@@ -15,6 +15,10 @@ values. Outputs that live in planned memory (or are constants) are copied on ret
 ``copy=False`` (then they are overwritten by the next run of the same plan). In-place ops (``kv_write``) update the arrays fed
 to them: that is how the decoder's KV cache advances.
 
+GPU: ``Executor(graph, backend="cuda")`` binds plans to the cuda kernels with every planned buffer a
+device array and every constant uploaded once (:mod:`seqjit.graph.device_plan`); feeds may be host or
+device arrays; outputs are device arrays with ``copy=False``, host copies with ``copy=True``.
+
 Threads: a plan's buffers belong to one run at a time. :meth:`Executor.run` leases a plan for the
 run (another thread gets another plan of the same signature), and a caller that keeps outputs
 across runs (a decode) holds its own lease (:meth:`Executor.lease` / :meth:`Executor.release`).
@@ -45,8 +49,9 @@ _MAX_IDLE = 8
 DEFAULT_REPLAY = os.environ.get("SEQJIT_REPLAY", "native")
 
 
-def check_feeds(graph: Graph, feeds: dict) -> tuple:
-    """Validate ``feeds`` against the graph's inputs; return the signature (a hashable tuple)."""
+def check_feeds(graph: Graph, feeds: dict, device=None) -> tuple:
+    """Validate ``feeds`` against the graph's inputs; return the signature (a hashable tuple).
+    ``device`` (a :class:`~seqjit.graph.device_plan.DevicePlacement`): device arrays are accepted too."""
     if not isinstance(feeds, dict):
         raise TypeError(f"feeds must be a dict of input name -> numpy.ndarray, got {type(feeds).__name__}")
     sig = []
@@ -55,14 +60,14 @@ def check_feeds(graph: Graph, feeds: dict) -> tuple:
             x = feeds[name]
         except KeyError:
             raise ValueError(f"graph {graph.name!r} needs input {name!r}; got {sorted(feeds)}") from None
-        if not isinstance(x, np.ndarray):
+        if not isinstance(x, np.ndarray) and not (device is not None and device.accepts(x)):
             raise TypeError(f"input {name!r} must be a numpy.ndarray, got {type(x).__name__}")
-        kind = x.dtype.kind
+        kind = np.dtype(x.dtype).kind
         if (spec.dtype == "float" and kind != "f") or (spec.dtype == "int" and kind not in "iu"):
             raise TypeError(f"input {name!r} must have a {spec.dtype} dtype, got {x.dtype}")
-        if spec.ndim is not None and x.ndim != spec.ndim:
+        if spec.ndim is not None and len(x.shape) != spec.ndim:
             raise ValueError(f"input {name!r} must have {spec.ndim} dimensions, got shape {list(x.shape)}")
-        sig.append((x.shape, x.dtype.str))
+        sig.append((tuple(x.shape), np.dtype(x.dtype).str))
     if len(feeds) != len(graph.inputs):
         extra = sorted(set(feeds) - set(graph.inputs))
         raise ValueError(f"graph {graph.name!r} has no input(s) {extra}; its inputs: {list(graph.inputs)}")
@@ -89,8 +94,9 @@ class _RecordingContext(BindContext):
 class Plan:
     """A graph bound to one input signature; see the module docstring."""
 
-    def __init__(self, graph: Graph, feeds: dict, backend=None, replay: str = "python"):
+    def __init__(self, graph: Graph, feeds: dict, backend=None, replay: str = "python", device=None):
         self.graph = graph
+        self.device = device  # a DevicePlacement: buffers, constants and op bindings on the GPU
         self.signature = None
         self.replay = replay
         self.native = None  # the lowered program (made at the first native run), or False
@@ -101,6 +107,8 @@ class Plan:
         self.attrs, self.modes = attrs, modes
         self._root, self._kind = self._alias_roots(graph.nodes, modes)
         self.memory = self._plan_memory(graph.nodes, modes)
+        if device is not None:
+            self.memory = device.place(self.memory)
         self._bind(graph.nodes, attrs, modes, backend)
 
     def _infer(self, nodes):
@@ -180,8 +188,9 @@ class Plan:
         for name in list(self.graph.inputs) + list(self.graph.constants) + [o for n in nodes for o in n.outputs]:
             slot.setdefault(name, len(slot))
         env = [None] * len(slot)
+        device = self.device
         for name, value in self.graph.constants.items():
-            env[slot[name]] = value
+            env[slot[name]] = value if device is None else device.constant(value)
         self._env, self._slot = env, slot
         self._input_slots = [(n, slot[n]) for n in self.graph.inputs]
         self.backends: list = []
@@ -190,7 +199,7 @@ class Plan:
             outs = [self.memory.views.get(o) if m == "out" else None for o, m in zip(node.outputs, node_modes)]
             ctx = _RecordingContext(full, [None if i is None else self.specs[i] for i in node.inputs],
                                     [self.specs[o] for o in node.outputs], outs, self._backend_for(node, backend), node.name)
-            fn = get_op(node.op).make(ctx)
+            fn = (get_op(node.op).make if device is None else device.maker(node.op))(ctx)
             fns.append(fn)
             self.backends.append(ctx.resolved if get_op(node.op).kernel else "numpy")
         self.nodes, self.fns, self._step_list = nodes, fns, None
@@ -243,9 +252,9 @@ class Plan:
                 result, records = native.run_timed(feeds, copy=copy, nthreads=get_num_threads())
                 self._keep_profile(records, active, profile)
                 return result
-        env = self._env
+        env, device = self._env, self.device
         for name, s in self._input_slots:
-            env[s] = feeds[name]
+            env[s] = feeds[name] if device is None else device.feed(feeds[name])
         active = _profiler.active()
         if profile or active:
             self._run_profiled(active, keep=profile)
@@ -255,7 +264,10 @@ class Plan:
         result = {}
         for name, s, owned in self._outputs:
             value = env[s]
-            result[name] = value.copy() if (copy and owned) else value
+            if device is not None:
+                result[name] = device.output(value, copy)
+            else:
+                result[name] = value.copy() if (copy and owned) else value
         for s in self._dynamic:
             env[s] = None
         return result
@@ -331,15 +343,22 @@ class Executor:
     """A graph, optimised once by ``passes``, with a cache of plans keyed by input signature.
 
     ``backend``: None (fastest available per op), a backend name for every kernel op, or a dict
-    op -> backend (key ``"*"`` for the rest).
+    op -> backend (key ``"*"`` for the rest). ``"cuda"`` runs on the GPU; ``device`` (a
+    :class:`~seqjit.graph.device_plan.DevicePlacement`, made when not given) holds its uploaded
+    constants, and may be shared by executors of one model.
     """
 
-    def __init__(self, graph: Graph, *, passes=None, backend=None, replay: str | None = None):
+    def __init__(self, graph: Graph, *, passes=None, backend=None, replay: str | None = None, device=None):
         from seqjit.graph.passes import DEFAULT_PASSES, run_passes
 
         self.source = graph
         self.graph = run_passes(graph, DEFAULT_PASSES if passes is None else passes)
         self.backend = backend
+        if backend == "cuda" and device is None:
+            from seqjit.graph.device_plan import DevicePlacement
+
+            device = DevicePlacement()
+        self.device = device if backend == "cuda" else None
         replay = DEFAULT_REPLAY if replay is None else replay
         if replay not in ("native", "python"):
             raise ValueError(f"replay must be 'native' or 'python', got {replay!r}")
@@ -360,7 +379,7 @@ class Executor:
         if sig is not None and sig in self._plans and len(feeds) == len(self.graph.inputs) \
                 and all(type(feeds[n]) is np.ndarray for n in self.graph.inputs):
             return sig
-        return check_feeds(self.graph, feeds)
+        return check_feeds(self.graph, feeds, self.device)
 
     def lease(self, feeds: dict) -> Plan:
         """A plan for ``feeds``'s signature that no other caller uses until :meth:`release`."""
@@ -375,7 +394,7 @@ class Executor:
             if plan is not None:
                 self._idle_bytes -= plan.memory.planned_bytes
         if plan is None:
-            plan = Plan(self.graph, feeds, self.backend, self.replay)
+            plan = Plan(self.graph, feeds, self.backend, self.replay, self.device)
             plan.signature = sig
         return plan
 

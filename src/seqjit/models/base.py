@@ -48,6 +48,10 @@ The Python API every model gets from this base class::
     state.reorder(beam_rows)                              # int [B'] rows to keep, in order
     model.logits(src_ids, tgt_ids, src_lengths)           # teacher forcing [B, T, V]
     model.pad_id, model.eos_id, model.decoder_start_id, model.source_vocab_size
+    model.to("cuda"); model.device                        # run on the GPU (seqjit.gpu); "cpu" back
+
+On the GPU (``model.to("cuda")``) the same calls work; the states are device arrays
+(:mod:`seqjit.gpu`), ``step`` takes host or device tokens and returns host logits.
 """
 from __future__ import annotations
 
@@ -141,6 +145,24 @@ class Seq2SeqModel:
         self.replay = replay
         self._executors: dict = {}
         self._executors_lock = threading.Lock()
+        self._gpu = None  # a seqjit.gpu.runtime.DeviceRuntime while the model is on the GPU
+        self._cpu_backend = backend
+
+    # -- device ----------------------------------------------------------------------------------
+    @property
+    def device(self) -> str:
+        """``"cpu"``, or ``"cuda"`` after :meth:`to`."""
+        return "cpu" if self._gpu is None else "cuda"
+
+    def to(self, device: str):
+        """Run on ``device`` (``"cuda"`` or ``"cpu"``); returns the model, moved in place. On the GPU
+        every weight the graphs read is uploaded once, plans keep their buffers on the device and
+        ``generate`` decodes there (:mod:`seqjit.gpu`). Raises :class:`~seqjit.errors.CudaUnavailable`
+        (naming what is missing) without a usable GPU, :class:`~seqjit.errors.DeviceOutOfMemory` when
+        the weights do not fit."""
+        from seqjit.gpu.runtime import move
+
+        return move(self, device)
 
     # -- to implement --------------------------------------------------------------------------
     @classmethod
@@ -194,8 +216,9 @@ class Seq2SeqModel:
             with self._executors_lock:
                 ex = self._executors.get(name)
                 if ex is None:
-                    ex = self._executors[name] = Executor(self._build_graph(name), backend=self.backend,
-                                                          replay=self.replay)
+                    ex = self._executors[name] = Executor(
+                        self._build_graph(name), backend=self.backend, replay=self.replay,
+                        device=None if self._gpu is None else self._gpu.placement)
         return ex
 
     def set_replay(self, replay: str | None) -> None:
@@ -227,12 +250,16 @@ class Seq2SeqModel:
 
     def start(self, src_ids, src_lengths=None, *, max_length: int) -> DecoderState:
         """Encode ``src_ids`` and return a fresh :class:`DecoderState` for at most ``max_length`` steps."""
+        if self._gpu is not None:
+            return self._gpu.start(self, src_ids, src_lengths, max_length)
         src_ids, src_lengths = check_source(src_ids, src_lengths)
         encoded = self.executor("encoder").run({SRC_IDS: src_ids, SRC_LENGTHS: src_lengths})
         return self.start_from(encoded, src_lengths, max_length)
 
     def start_from(self, encoded: dict, src_lengths, max_length: int) -> DecoderState:
         """A fresh :class:`DecoderState` from :meth:`encode`'s outputs, for at most ``max_length`` steps."""
+        if self._gpu is not None:
+            return self._gpu.start_from(self, encoded, src_lengths, max_length)
         src_lengths = np.array(src_lengths, dtype=np.int64)  # a copy: reorder writes into it
         if int(max_length) != max_length or max_length < 1:
             raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
@@ -245,6 +272,8 @@ class Seq2SeqModel:
     def step(self, state: DecoderState, prev_tokens, *, with_attention: bool = False, copy: bool = True):
         """One decoder step: returns ``logits`` [B, V] (and ``attention`` when asked, as a pair);
         advances ``state`` (its arrays are updated in place, ``state.step`` += 1)."""
+        if self._gpu is not None:
+            return self._gpu.step(self, state, prev_tokens, with_attention)
         tokens = np.asarray(prev_tokens)
         if tokens.dtype.kind not in "iu" or tokens.shape != (state.batch,):
             raise ValueError(f"prev_tokens must be an integer array of shape [{state.batch}], got {tokens.dtype} {list(tokens.shape)}")

@@ -1,0 +1,74 @@
+"""Beam search on the GPU, with the semantics of :func:`seqjit.decoding.beam.beam_search`.
+
+Every source's ``K`` beams are rows of the device state. Per step, on the device: log-softmax of the
+logits, the score processors, the ``2K`` best continuations of each source
+(:func:`~seqjit.kernels.beam.cuda.beam_topk`), the bookkeeping of running beams and finished
+hypotheses (:func:`~seqjit.kernels.beam.cuda.beam_advance`: token histories, scores, the next step's
+tokens and the rows each new beam comes from), and the state reorder by those rows
+(:meth:`~seqjit.gpu.state.DeviceDecoderState.reorder`). The host reads back one status value per
+source (still improvable, every candidate ended) to decide when to stop. A source that can no longer
+improve is frozen (its rows still run, their results are ignored) instead of leaving the batch.
+Finished hypotheses come back once, at the end.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.decoding.beam import _results
+from seqjit.kernels import _cuda
+from seqjit.kernels.beam import cuda as bk
+from seqjit.kernels.decoding import cuda as dk
+from seqjit.kernels.layout import cuda as layout
+from seqjit.kernels.softmax.cuda import log_softmax
+
+MAX_BEAM = bk.MAX_K
+
+
+def beam_search(model, state, options, suppressed: tuple):
+    """Results for every source row of a fresh device ``state`` (see the module docstring)."""
+    runtime = model._gpu
+    n_src, K, eos, max_len = state.batch, options.beam_size, model.eos_id, options.max_length
+    lp = float(options.length_penalty)
+    state.reorder(np.repeat(np.arange(n_src), K))  # the K beams of each source (the one upload of ids)
+    R = n_src * K
+    sup = runtime.suppressed(suppressed)
+    tokens = layout.fill(_cuda.device_empty((R,), np.int64), model.decoder_start_id)
+    run = [_cuda.device_zeros((n_src, K, max_len), np.int64) for _ in range(2)]
+    fin = [_cuda.device_zeros((n_src, K, max_len), np.int64) for _ in range(2)]
+    run_scores = layout.fill(_cuda.device_empty((n_src, K), np.float32), bk.NEG)
+    layout.fill(run_scores[:, 0:1], 0.0)
+    fin_len = _cuda.device_zeros((n_src, K), np.int64)
+    fin_scores = layout.fill(_cuda.device_empty((n_src, K), np.float32), bk.NEG)
+    fin_done = _cuda.device_zeros((n_src, K), np.int32)
+    active = layout.fill(_cuda.device_empty((n_src,), np.int32), 1)
+    status = _cuda.device_empty((n_src,), np.int64)
+    src_rows = _cuda.device_empty((R,), np.int64)
+    cand_scores = _cuda.device_empty((n_src, 2 * K), np.float32)
+    cand_index = _cuda.device_empty((n_src, 2 * K), np.int64)
+    logp = None
+    host_active = np.ones(n_src, bool)
+    cur = 0
+    for t in range(max_len):
+        logits, _ = runtime.run_step(model, state, tokens)
+        if logp is None:
+            logp = _cuda.device_empty(tuple(logits.shape), np.float32)
+        log_softmax(logits, out=logp)
+        history = _cuda.reshape_view(run[cur], (R, max_len))
+        if options.repetition_penalty != 1.0:
+            dk.repetition_penalty(logp, model.decoder_start_id, history, t, options.repetition_penalty)
+        if options.no_repeat_ngram_size > 0:
+            dk.no_repeat_ngram(logp, model.decoder_start_id, history, t, options.no_repeat_ngram_size)
+        dk.ban_tokens(logp, sup, eos if t < options.min_length else -1)
+        bk.beam_topk(logp, run_scores, active, 2 * K, cand_scores, cand_index)
+        bk.beam_advance(cand_scores, cand_index, logp.shape[1], t, max_len, eos, np.float32((t + 1) ** lp),
+                        run[cur], run[1 - cur], run_scores, fin[cur], fin[1 - cur], fin_len, fin_scores, fin_done,
+                        active, status, src_rows, tokens)
+        cur = 1 - cur
+        flags = status.copy_to_host()[host_active]  # the step's one transfer: a status per source
+        improvable = (flags & 1) != 0
+        if t + 1 >= max_len or ((flags & 2) != 0).all() or not improvable.any():
+            break
+        host_active[np.flatnonzero(host_active)[~improvable]] = False
+        state.reorder(src_rows, encoder=False)  # rows move among the beams of one source
+    return _results(fin[cur].copy_to_host(), fin_len.copy_to_host(), fin_scores.copy_to_host(), None, eos,
+                    options.num_hypotheses)

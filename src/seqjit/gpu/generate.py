@@ -1,0 +1,71 @@
+"""``generate`` for a model on the GPU (``model.to("cuda")``): :func:`seqjit.decoding.generate` sends
+such a model here.
+
+Sources are checked, sorted by length and batched as on the CPU (results equal decoding each source
+alone). Greedy search and beam search run on the device (:mod:`seqjit.gpu.greedy`,
+:mod:`seqjit.gpu.beam`): only the source ids go up, and only token ids (and scores / attention when
+asked) come back. What the device loops do not cover runs the CPU decoding loops on the device
+model, whose ``step`` then brings each step's logits to the host: sampling, a ``callback``, beam
+search with ``return_attention``, and beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.decoding import api
+from seqjit.decoding.beam import beam_search as host_beam_search
+from seqjit.decoding.greedy import greedy_search as host_greedy_search
+from seqjit.decoding.limits import check_max_length
+
+from .beam import MAX_BEAM, beam_search
+from .greedy import greedy_search
+
+
+def on_device(opts, callback) -> bool:
+    """Whether the device loops decode ``opts`` (else the CPU loops run on the device model)."""
+    if callback is not None or opts.sampling:
+        return False
+    if opts.beam_size > 1:
+        return opts.beam_size <= MAX_BEAM and not opts.return_attention
+    return True
+
+
+def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
+    """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
+    opts = api._options(options)
+    if not isinstance(max_batch_size, int) or isinstance(max_batch_size, bool) or max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
+    if callback is not None and opts.beam_size > 1:
+        raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
+    ids, lens = api.pad_sources(sources, model.pad_id, lengths)
+    api._check_vocab(model, ids, lens)
+    opts = check_max_length(model, opts, explicit="max_length" in options,
+                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size)
+    suppressed = api._suppressed(model)
+    order = np.argsort(-lens, kind="stable")
+    results: list = [None] * ids.shape[0]
+    for start in range(0, order.shape[0], max_batch_size):
+        rows = order[start:start + max_batch_size]
+        width = max(1, int(lens[rows].max()))
+        state = model.start(ids[rows, :width], lens[rows], max_length=opts.max_length)
+        try:
+            batch_results = _decode(model, state, opts, suppressed, callback)
+        finally:
+            state.close()
+        for i, res in zip(rows, batch_results):
+            if not opts.return_scores:
+                res.scores = None
+            results[i] = res
+    return results
+
+
+def _decode(model, state, opts, suppressed, callback) -> list:
+    if on_device(opts, callback):
+        if opts.beam_size > 1:
+            return beam_search(model, state, opts, suppressed)
+        return greedy_search(model, state, opts, suppressed)
+    if opts.beam_size > 1:
+        return host_beam_search(model, state, opts, suppressed=suppressed)
+    return api._drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
+                                         stream=callback is not None,
+                                         need_scores=opts.return_scores or callback is not None))

@@ -1,0 +1,72 @@
+"""Greedy search on the GPU: logits, token choice and bookkeeping stay on the device.
+
+Per step: the step plan runs on the device tokens of the previous step; the score processors that
+are on (repetition penalty, no-repeat n-grams) update a device copy of the logits, which also gets
+the suppressed ids and (before ``min_length``) the end token banned when scores are asked for; the
+greedy token of every row is picked on the device (:func:`~seqjit.kernels.decoding.cuda.greedy_argmax`,
+written into the next step's input); :func:`~seqjit.kernels.decoding.cuda.greedy_advance` records it
+(and adds its log-probability to the row's score). Then the ``B`` ids come to the host, the one
+transfer of a step: the host keeps each row's ids and stops when every row has ended. Finished rows
+stay in the batch (their steps are wasted, not wrong: rows never interact), so the plan and the
+state keep their shapes. Scores come back once, at the end; attention, when asked, every step.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.decoding.results import GenerationResult
+from seqjit.kernels import _cuda
+from seqjit.kernels.decoding import cuda as dk
+from seqjit.kernels.layout import cuda as layout
+
+
+def greedy_search(model, state, options, suppressed: tuple):
+    """Results for every row of a fresh device ``state`` (see the module docstring)."""
+    runtime = model._gpu
+    batch, eos, max_len = state.batch, model.eos_id, options.max_length
+    want_scores, want_attn = options.return_scores, options.return_attention
+    processed = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size > 0
+    sup = runtime.suppressed(suppressed)
+    tokens = layout.fill(_cuda.device_empty((batch,), np.int64), model.decoder_start_id)
+    history = _cuda.device_empty((batch, max_len), np.int64)
+    done = _cuda.device_zeros((batch,), np.int32)
+    total = _cuda.device_zeros((batch,), np.float64) if want_scores else None
+    scratch = None
+    ids: list = [[] for _ in range(batch)]
+    attn: list = [[] for _ in range(batch)]
+    finished = np.zeros(batch, bool)
+    for t in range(max_len):
+        logits, attention = runtime.run_step(model, state, tokens, want_attn)
+        ban = eos if t < options.min_length else -1
+        scores = logits
+        if processed or want_scores:
+            if scratch is None:
+                scratch = _cuda.device_empty(tuple(logits.shape), logits.dtype)
+            scores = layout.copy(logits, scratch)
+            if options.repetition_penalty != 1.0:
+                dk.repetition_penalty(scores, model.decoder_start_id, history, t, options.repetition_penalty)
+            if options.no_repeat_ngram_size > 0:
+                dk.no_repeat_ngram(scores, model.decoder_start_id, history, t, options.no_repeat_ngram_size)
+            dk.ban_tokens(scores, sup, ban)
+            dk.greedy_argmax(scores, suppressed=runtime.suppressed(()), out=tokens)
+        else:
+            dk.greedy_argmax(logits, suppressed=sup, eos_id=eos if ban >= 0 else -1, step=0,
+                             min_length=1 if ban >= 0 else 0, out=tokens)
+        dk.greedy_advance(scores, tokens, eos, t, done, history, total)
+        step_ids = tokens.copy_to_host()  # the step's one transfer: B ids
+        step_attn = attention.copy_to_host() if want_attn else None
+        for r in np.flatnonzero(~finished):
+            ids[r].append(int(step_ids[r]))
+            if want_attn:
+                attn[r].append(step_attn[r])
+            if step_ids[r] == eos or t + 1 >= max_len:
+                finished[r] = True
+        if finished.all():
+            break
+    scores_host = total.copy_to_host() if want_scores else None
+    results = []
+    for r in range(batch):
+        row = ids[r][:-1] if ids[r] and ids[r][-1] == eos else ids[r]
+        results.append(GenerationResult([row], [float(scores_host[r])] if want_scores else None,
+                                        [np.stack(attn[r]).astype(np.float32)] if want_attn else None))
+    return results

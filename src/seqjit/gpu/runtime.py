@@ -1,0 +1,147 @@
+"""A model on the GPU: ``model.to("cuda")`` and the device side of ``start`` / ``step``.
+
+:func:`move` checks that the model can run on the cuda kernels (float32, not quantized), builds its
+encoder and decoder-step executors on the cuda backend with one shared
+:class:`~seqjit.graph.device_plan.DevicePlacement` (every weight a graph reads is uploaded once, when
+the executor is built: an out-of-memory shows up here, as :class:`~seqjit.errors.DeviceOutOfMemory`)
+and attaches a :class:`DeviceRuntime`. ``model.to("cpu")`` drops it (and with it the device copies).
+
+On the device, :meth:`DeviceRuntime.start` uploads the source ids and lengths (the only uploads of a
+decode), runs the encoder plan and keeps its device outputs as the encoder state (the encoder plan
+stays leased by the decode); the decoder state starts as device zeros. :meth:`DeviceRuntime.run_step`
+feeds device tokens and returns device logits: nothing crosses to the host.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.kernels import _cuda
+from seqjit.kernels.layout import cuda as layout
+from seqjit.models.base import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS, check_source
+
+from .state import DeviceDecoderState
+
+DEVICES = ("cpu", "cuda")
+
+
+def check_device(device) -> str:
+    if device not in DEVICES and not (isinstance(device, str) and device.startswith("cuda:")):
+        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if isinstance(device, str) and device.startswith("cuda:") and device != "cuda:0":
+        raise ValueError(f"device {device!r}: seqjit runs on one GPU, 'cuda' (the current numba.cuda device)")
+    return "cuda" if device.startswith("cuda") else "cpu"
+
+
+def _check_model(model) -> None:
+    config = model.config
+    if np.dtype(getattr(config, "dtype", "float32")) != np.float32:
+        raise TypeError(f"the cuda kernels compute in float32; this model is {config.dtype}: convert it to float32 "
+                        "to run it on the GPU")
+    if getattr(config, "quantization", "none") != "none":
+        raise ValueError(f"{config.quantization} models run on the CPU only; the GPU path runs float32 models")
+
+
+def move(model, device):
+    """``model`` on ``device`` ("cpu" or "cuda"); returns the model (moved in place)."""
+    target = check_device(device)
+    if target == model.device:
+        return model
+    if target == "cpu":
+        with model._executors_lock:
+            model._gpu, model.backend, model._executors = None, model._cpu_backend, {}
+        return model
+    _check_model(model)
+    from seqjit.graph.device_plan import DevicePlacement
+
+    runtime = DeviceRuntime(DevicePlacement())  # CudaUnavailable here when no GPU is usable
+    with model._executors_lock:
+        model._cpu_backend = model.backend
+        model._gpu, model.backend, model._executors = runtime, "cuda", {}
+    try:
+        model.executor("encoder")
+        model.executor("decoder_step")  # the weights each reads: uploaded now
+    except BaseException:
+        with model._executors_lock:
+            model._gpu, model.backend, model._executors = None, model._cpu_backend, {}
+        raise
+    return model
+
+
+class DeviceRuntime:
+    """What a model on the GPU holds: its placement (uploaded constants) and device helpers."""
+
+    def __init__(self, placement):
+        self.placement = placement
+        self._suppressed: dict = {}
+
+    # -- starting a decode -----------------------------------------------------------------------
+    def start(self, model, src_ids, src_lengths, max_length: int) -> DeviceDecoderState:
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        feeds = {SRC_IDS: _cuda.to_device_mirrored(src_ids), SRC_LENGTHS: _cuda.to_device_mirrored(src_lengths)}
+        ex = model.executor("encoder")
+        plan = ex.lease(feeds)
+        try:
+            encoded = plan.run(feeds, copy=False)
+            state = self.start_from(model, encoded, feeds[SRC_LENGTHS], max_length)
+        except BaseException:
+            ex.release(plan)
+            raise
+        state.leases["encoder"] = (ex, plan, int(src_ids.shape[0]))  # its outputs are the encoder state
+        return state
+
+    def start_from(self, model, encoded: dict, src_lengths, max_length: int) -> DeviceDecoderState:
+        if int(max_length) != max_length or max_length < 1:
+            raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
+        if not _cuda.is_device_array(src_lengths):
+            src_lengths = _cuda.to_device_mirrored(np.asarray(src_lengths, dtype=np.int64))
+        batch = int(src_lengths.shape[0])
+        needed = [n for n in model.executor("decoder_step").graph.inputs if n in encoded]
+        encoder = {n: self.placement.feed(encoded[n]) for n in needed}
+        specs = model.decoder_state_specs(batch, int(max_length))
+        decoder = {name: _cuda.device_zeros(s.shape, s.dtype) for name, s in specs.items()}
+        return DeviceDecoderState(encoder, decoder, src_lengths, int(max_length), model.decoder_state_time_axes())
+
+    # -- stepping --------------------------------------------------------------------------------
+    def run_step(self, model, state, tokens, with_attention: bool = False):
+        """One decoder step on device ``tokens`` (int64 [B]): ``(logits, attention or None)`` as device
+        arrays (the plan's buffers: valid until the next step); ``state`` advanced."""
+        if state.step >= state.max_length:
+            raise ValueError(f"the decoder state is full: step {state.step} reached max_length {state.max_length}")
+        feeds = model.step_feeds(state, tokens)
+        name = "decoder_step+attention" if with_attention else "decoder_step"
+        out = model.step_plan(state, name, feeds).run(feeds, copy=False)
+        for key, arr in state.decoder.items():
+            new = out[NEXT + key]
+            if new is not arr:
+                layout.copy(new, arr)
+        state.step += 1
+        return out[LOGITS], (out[ATTENTION] if with_attention else None)
+
+    def step(self, model, state, prev_tokens, with_attention: bool = False):
+        """``model.step`` on the GPU: host or device tokens in, host logits (and attention) out."""
+        if _cuda.is_device_array(prev_tokens):
+            if tuple(prev_tokens.shape) != (state.batch,) or np.dtype(prev_tokens.dtype) != np.int64:
+                raise ValueError(f"prev_tokens must be an int64 array of shape [{state.batch}], got "
+                                 f"{prev_tokens.dtype} {list(prev_tokens.shape)}")
+            tokens = prev_tokens
+        else:
+            host = np.asarray(prev_tokens)
+            if host.dtype.kind not in "iu" or host.shape != (state.batch,):
+                raise ValueError(f"prev_tokens must be an integer array of shape [{state.batch}], got "
+                                 f"{host.dtype} {list(host.shape)}")
+            vocab = model.target_vocab_size
+            if vocab is not None and host.size and (host.min() < 0 or host.max() >= vocab):
+                raise ValueError(f"prev_tokens must lie in [0, {vocab}), got values from {host.min()} to {host.max()}")
+            tokens = _cuda.to_device(host.astype(np.int64))
+        logits, attention = self.run_step(model, state, tokens, with_attention)
+        if with_attention:
+            return logits.copy_to_host(), attention.copy_to_host()
+        return logits.copy_to_host()
+
+    def suppressed(self, ids: tuple):
+        """The device array of token ids never generated (uploaded once per set; ``[-1]`` for none)."""
+        key = tuple(int(i) for i in ids)
+        arr = self._suppressed.get(key)
+        if arr is None:
+            arr = self._suppressed[key] = _cuda.to_device(np.array(key or (-1,), np.int64))
+        return arr
