@@ -261,6 +261,8 @@ def test_inspect_shows_int8_rnn_matrices(saved):
     assert info["graphs"]["encoder"]["lstm_recurrence_int8"] == 4  # 2 layers x 2 directions
     step = info["graphs"]["decoder_step"]
     assert step["lstm_recurrence_int8"] == 2 and "lstm_cell" not in step
+    # the first cell's input (relu of the embedding) gathers projected rows: linear_int8 for layer 1 and out
+    assert step["linear_int8"] == 2 and info["graphs"]["encoder"]["linear_int8"] == 1
     text = format_text(info)
     assert "quantization: int8" in text and "lstm_recurrence_int8 x 4" in text
     assert main(["inspect", str(path / "int8")]) == 0
