@@ -42,7 +42,8 @@ def register(subparsers) -> None:
     p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
     p.add_argument("--force", action="store_true", help="write into OUT even when it is not empty")
     p.add_argument("--quantize", default=None, choices=("int8",),
-                   help="store the linear weights as int8 with per-row float32 scales (seqjit.quantize)")
+                   help="store the linear weights and the RNN matrices as int8 with per-row (per gate row) "
+                        "float32 scales (seqjit.quantize)")
     p.set_defaults(func=run)
 
 
