@@ -20,7 +20,7 @@ from seqjit.errors import CudaUnavailable, DeviceOutOfMemory
 
 __all__ = ["CudaUnavailable", "DeviceOutOfMemory", "require_cuda", "to_device", "to_host", "device_empty",
            "device_zeros", "strided", "reshape_view", "permute_view", "broadcast_view", "is_c_contiguous",
-           "threads_for", "host_mirror", "to_device_mirrored"]
+           "threads_for", "row_threads", "host_mirror", "to_device_mirrored"]
 
 _SIMULATOR_HINT = "set NUMBA_ENABLE_CUDASIM=1 before numba.cuda is first imported to run on numba's CUDA simulator"
 #: CUresult CUDA_ERROR_OUT_OF_MEMORY
@@ -156,6 +156,9 @@ def device_empty(shape, dtype):
 
 
 def grid_1d(n: int, threads: int = 256) -> tuple[int, int]:
+    """``(blocks, threads)`` for one thread per item of ``n``: blocks of ``threads``, fewer (a power of
+    two covering ``n``) when ``n`` is smaller."""
+    threads = threads_for(n, threads)
     return (max(1, (n + threads - 1) // threads), threads)
 
 
@@ -192,6 +195,15 @@ def threads_for(n: int, cap: int) -> int:
     a short KV cache) and cost the simulator, which runs every thread as a Python thread, far less."""
     n = max(1, int(n))
     return min(int(cap), 1 << (n - 1).bit_length())
+
+
+#: elements of a row each thread of a row kernel (softmax, layer_norm, argmax...) takes at least
+ROW_ITEMS = 8
+
+
+def row_threads(n: int, cap: int) -> int:
+    """Threads of a block reducing a row of ``n`` elements: ``threads_for(n / ROW_ITEMS, cap)``."""
+    return threads_for(-(-int(n) // ROW_ITEMS), cap)
 
 
 def _is_simulated(x) -> bool:

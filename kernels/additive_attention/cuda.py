@@ -118,7 +118,7 @@ def additive_attention(query, keys_proj, keys, w_q, v, *, lengths=None):
             _project[_cuda.grid_1d(B * A, _THREADS)](dq, _cuda.to_device(p.w_q), qp)
         if L:
             _scores[_cuda.grid_1d(B * L, _THREADS)](qp, dkp, _cuda.to_device(p.v), dlen, scores)
-        _softmax_context[B, _cuda.threads_for(-(-max(L, Dk) // 4), _THREADS)](scores, dk, dlen, weights, context)
+        _softmax_context[B, _cuda.row_threads(max(L, Dk), _THREADS)](scores, dk, dlen, weights, context)
     if on_device:
         return context, weights
     return context.copy_to_host(), weights.copy_to_host()

@@ -370,7 +370,7 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
             else:  # unused by an unsplit launch: views of the outputs stand in (no allocation)
                 pacc = mstat.reshape(B * H, 1, 1)
                 pm = pl = lstat.reshape(B * H, 1)
-            nt = _cuda.threads_for(max(chunk, D, Dv), DEC_T)
+            nt = _cuda.threads_for(-(-max(chunk, D, Dv) // 2), DEC_T)
             _decode[(splits, B * H), nt](dq, dk, dv, dlen, p.causal, scale32, chunk, dout, mstat, lstat,
                                             pacc, pm, pl)
             if splits > 1:

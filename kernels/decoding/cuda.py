@@ -1,7 +1,7 @@
 """numba.cuda greedy_argmax: one block per row, the greedy token chosen on the device.
 
 A decode loop that keeps its logits on the GPU sends only the chosen ids back (``R`` int64 values,
-not ``R x V`` floats). Each of the ``T`` threads of a row's block (at most 256, about V / 4 for a small
+not ``R x V`` floats). Each of the ``T`` threads of a row's block (at most 256, about V / 8 for a small
 vocabulary) scans the columns ``j = tid + T i``
 (coalesced), skipping the forbidden ones (the end token while banned, and the suppressed ids, read
 from the device), and keeps its first NaN and its first largest score; the block then reduces the
@@ -86,7 +86,7 @@ def greedy_argmax(logits, *, suppressed=(), eos_id=-1, step=0, min_length=0, out
     if rows:
         if suppressed.shape[0] == 0:
             suppressed = np.full(1, -1, np.int64)  # (an empty array cannot be uploaded everywhere): matches nothing
-        _argmax_rows[rows, _cuda.threads_for(-(-logits.shape[1] // 4), T)](_cuda.to_device(logits), _cuda.to_device(suppressed), ban_id, dout)
+        _argmax_rows[rows, _cuda.row_threads(logits.shape[1], T)](_cuda.to_device(logits), _cuda.to_device(suppressed), ban_id, dout)
     return _cuda.finish(dout, out, on_device)
 
 
@@ -243,6 +243,6 @@ def greedy_advance(scores, tokens, eos_id, t, done, history, total=None):
     if total is None:
         _advance_plain[_cuda.grid_1d(rows, 64)](tokens, int(eos_id), int(t), done, history)
     else:
-        _advance_scored[rows, _cuda.threads_for(-(-scores.shape[1] // 4), T)](
+        _advance_scored[rows, _cuda.row_threads(scores.shape[1], T)](
             scores, tokens, int(eos_id), int(t), done, history, total)
     return done

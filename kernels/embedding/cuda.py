@@ -75,7 +75,7 @@ def embedding(ids, table, *, scale=1.0, positions=None, out=None, host_ids=None,
     dout = _cuda.device_out("out", out, shape, table.dtype)
     if n and d:
         dpos = _cuda.to_device(positions) if positions is not None else _no_positions()
-        _gather[n, _cuda.threads_for(-(-d // 4), _THREADS)](
+        _gather[n, _cuda.row_threads(d, _THREADS)](
             _cuda.to_device(ids1), _cuda.to_device(table), np.float32(scale), dpos, positions is not None, dout.reshape(n, d)
         )
     return _cuda.finish(dout, out, on_device)

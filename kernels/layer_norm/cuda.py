@@ -1,5 +1,5 @@
-"""numba.cuda layer_norm: one thread block per row (``threads_for(d / 4, 128)`` threads: 4 or more
-columns each); mean and
+"""numba.cuda layer_norm: one thread block per row (``row_threads(d, 128)``: 8 or more columns a
+thread); mean and
 variance by shared-memory tree reductions (two passes: the variance is taken about the mean, as in
 the reference).
 
@@ -72,7 +72,7 @@ def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
             _dummy = _cuda.device_zeros((1,), np.float32)
         dw = _cuda.to_device(w) if w is not None else _dummy
         db = _cuda.to_device(b) if b is not None else _dummy
-        _layer_norm_rows[rows, _cuda.threads_for(-(-d // 4), _THREADS)](
+        _layer_norm_rows[rows, _cuda.row_threads(d, _THREADS)](
             _cuda.to_device(x2), dw, db, w is not None, b is not None, np.float32(eps), dout.reshape(rows, d)
         )
     return _cuda.finish(dout, out, on_device)

@@ -15,7 +15,7 @@ from numba import cuda
 from seqjit.kernels import _cuda
 
 _THREADS = 128
-_ITEMS = 4  # elements per thread
+_ITEMS = 8  # elements per thread
 _MAX_BLOCKS = 4096
 
 

@@ -17,8 +17,8 @@ element is read once, by one thread, for all M rows (kept in a register array):
 - ``in_out`` weight ``[K, N]``: ``_LANES`` consecutive columns per block, one thread each (coalesced
   reads of the weight's rows), and ``_KSLICES`` (8) groups of threads splitting K.
 
-Below those sizes (K < 32 or N < 32, a tiny model) the groups shrink to a power of two covering the
-work (at least M lanes for ``out_in``), so no thread is launched idle.
+Below those sizes (K < 128 or N < 32, a tiny model) the groups shrink to a power of two covering the
+work (4 or more elements of K a lane) and a block takes more columns, so no thread is launched idle.
 
 The partial sums of each (row, column) are added in shared memory (in a fixed order: the result does
 not depend on timing) and the epilogue writes ``out`` once. Chosen automatically by ``M``.
@@ -105,7 +105,7 @@ def _gemm_bias_act(x, w, bias, has_bias, out_in, code, out):
                     v = acc[i, j]
                     if has_bias:
                         v += bias[gc]
-                    out[gr, gc] = activate(v, code)
+                    out[gr, gc] = activate(v, code) if code else v
 
 
 @cuda.jit(cache=False)
@@ -130,13 +130,14 @@ def _gemv_out_in(x, w, bias, has_bias, code, out):
     for r in range(m):
         part[base + r * lanes + lane] = acc[r]
     cuda.syncthreads()
-    if col < n and lane < m:  # lane r adds up row r of this column
-        v = float32(0.0)
-        for l in range(lanes):
-            v += part[base + lane * lanes + l]
-        if has_bias:
-            v += bias[col]
-        out[lane, col] = activate(v, code)
+    if col < n:
+        for r in range(lane, m, lanes):  # lane l adds up rows l, l + lanes, ... of this column
+            v = float32(0.0)
+            for l in range(lanes):
+                v += part[base + r * lanes + l]
+            if has_bias:
+                v += bias[col]
+            out[r, col] = activate(v, code) if code else v
 
 
 @cuda.jit(cache=False)
@@ -168,7 +169,7 @@ def _gemv_in_out(x, w, bias, has_bias, code, out):
                 v += part[(j * GEMV_MAX_ROWS + r) * lanes + tx]
             if has_bias:
                 v += bias[col]
-            out[r, col] = activate(v, code)
+            out[r, col] = activate(v, code) if code else v
 
 
 @cuda.jit(cache=False)
@@ -178,7 +179,7 @@ def _fill_bias_act(bias, has_bias, code, out):
     m, n = out.shape
     if i < m * n:
         v = bias[i % n] if has_bias else float32(0.0)
-        out[i // n, i % n] = activate(v, code)
+        out[i // n, i % n] = activate(v, code) if code else v
 
 
 def linear(x, weight, bias=None, *, activation=None, weight_layout="out_in", out=None):
@@ -194,8 +195,9 @@ def linear(x, weight, bias=None, *, activation=None, weight_layout="out_in", out
         if k == 0:
             _fill_bias_act[_cuda.grid_1d(m * n)](db, b is not None, code, o2)
         elif m <= GEMV_MAX_ROWS and out_in:
-            lanes = _cuda.threads_for(max(-(-k // 4), m), _LANES)  # >= m: lane r finishes row r
-            _gemv_out_in[(n + _COLS - 1) // _COLS, (lanes, _COLS)](
+            lanes = _cuda.threads_for(-(-k // 4), _LANES)
+            cols = _cuda.threads_for(n, (_COLS * _LANES) // lanes)  # at most 128 threads a block
+            _gemv_out_in[(n + cols - 1) // cols, (lanes, cols)](
                 _cuda.to_device(x2), _cuda.to_device(w), db, b is not None, code, o2
             )
         elif m <= GEMV_MAX_ROWS:

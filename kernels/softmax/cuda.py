@@ -3,8 +3,8 @@
 Non-finite rows (:mod:`spec`) leave the normal path on a non-finite row max (+inf; or -inf, where
 the max ignored any NaN, so a block-wide NaN search follows) or a NaN sum of exponentials.
 
-One block per row of ``threads_for(n / 4, 128)`` threads (a power of two, 4 or more columns each:
-short rows get small blocks).
+One block per row of ``row_threads(n, 128)`` threads (a power of two, 8 or more columns each: short
+rows get small blocks).
 
 Host arrays in -> host array out; a device array in -> device array out (see seqjit.kernels._cuda).
 """
@@ -102,7 +102,7 @@ def _run(x, mask, out, use_log):
         if m2 is None and _no_mask is None:
             _no_mask = _cuda.device_zeros((1, 1), np.uint8)
         dmask = _cuda.to_device(m2) if m2 is not None else _no_mask
-        _softmax_rows[rows, _cuda.threads_for(-(-n // 4), _THREADS)](_cuda.to_device(x2), dmask, m2 is not None, dout.reshape(rows, n), use_log)
+        _softmax_rows[rows, _cuda.row_threads(n, _THREADS)](_cuda.to_device(x2), dmask, m2 is not None, dout.reshape(rows, n), use_log)
     return _cuda.finish(dout, out, on_device)
 
 

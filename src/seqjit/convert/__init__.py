@@ -33,32 +33,38 @@ def _resolve(target: str):
     return getattr(importlib.import_module(module), attr)
 
 
-def from_torch(state_dict, arch: str = "transformer", **config):
+def from_torch(state_dict, arch: str = "transformer", *, device: str = "cpu", **config):
     """A seqjit model from a PyTorch ``state_dict`` (values: NumPy arrays or torch tensors) of
     architecture ``arch``; ``config`` gives what the weights cannot tell (heads, activation, ...).
     See the importer of each architecture for the expected names (``transformer``:
-    :func:`seqjit.convert.torch_transformer.from_torch_transformer`)."""
+    :func:`seqjit.convert.torch_transformer.from_torch_transformer`). ``device="cuda"``: on the GPU."""
     from seqjit.convert.common import to_numpy_dict
+    from seqjit.gpu.devices import check_device
+
+    check_device(device)
 
     try:
         target = FROM_TORCH[arch]
     except (KeyError, TypeError):
         raise ValueError(f"from_torch: unknown arch {arch!r}; known: {', '.join(sorted(FROM_TORCH))}") from None
-    return _resolve(target)(to_numpy_dict(state_dict), **config)
+    model = _resolve(target)(to_numpy_dict(state_dict), **config)
+    return model if device == "cpu" else model.to(device)
 
 
-def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool = False):
+def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool = False, device: str = "cpu"):
     """A seqjit model from a Hugging Face model directory (``config.json`` + ``model.safetensors``, or
     shards named by ``model.safetensors.index.json``); supported ``model_type``: see :data:`FROM_HF`.
     Files are read as :func:`seqjit.load` reads them (regular files inside the directory, or the hub
     cache's blobs; config sizes bounded; NaN/Inf weights refused unless ``allow_nonfinite``); a config
     problem raises :class:`~seqjit.errors.ModelConfigError`. ``pytorch_model.bin`` (a pickle) is
-    refused with the command that converts it."""
+    refused with the command that converts it. ``device="cuda"`` runs the model on the GPU."""
     from pathlib import Path
 
     from seqjit.errors import ConfigError, ModelConfigError, ModelFormatError
+    from seqjit.gpu.devices import check_device
     from seqjit.models.io import CONFIG, model_file, read_json, refuse_pickles
 
+    check_device(device)
     directory = Path(path)
     if not directory.is_dir():
         raise ModelFormatError(f"{directory} is not a Hugging Face model directory (expected config.json and model.safetensors)")
@@ -70,8 +76,9 @@ def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool
         shown = repr(model_type)[:60]
         raise ModelFormatError(f"{config_path}: model_type {shown} is not supported; supported: {', '.join(sorted(FROM_HF))}")
     try:
-        return _resolve(FROM_HF[model_type])(directory, hf_config, backend=backend, dtype=dtype,
-                                             allow_nonfinite=allow_nonfinite)
+        model = _resolve(FROM_HF[model_type])(directory, hf_config, backend=backend, dtype=dtype,
+                                              allow_nonfinite=allow_nonfinite)
+        return model if device == "cpu" else model.to(device)
     except ConfigError as exc:
         if isinstance(exc, ModelFormatError):
             raise

@@ -1,8 +1,13 @@
-"""GPU execution on numba.cuda: device-resident forward passes built from the cuda kernels.
+"""GPU execution on numba.cuda: a model moved with ``model.to("cuda")`` (or loaded with
+``device="cuda"``) runs its graphs on device buffers and decodes on the device.
 
-Imported only on request (``import seqjit.gpu``); needs ``numba-cuda`` and a GPU, or
-``NUMBA_ENABLE_CUDASIM=1`` for the simulator.
+- :mod:`.runtime`: moving a model, starting and stepping a decode on the device;
+- :mod:`.state`: the device decoder state (reordered on the device);
+- :mod:`.greedy`, :mod:`.beam`, :mod:`.generate`: decoding loops that keep logits on the device.
+
+Importing this package imports no CUDA; moving a model needs ``numba-cuda`` and a GPU, or
+``NUMBA_ENABLE_CUDASIM=1`` for numba's simulator.
 """
-from .encoder import DeviceTransformerEncoder
+from .devices import check_device
 
-__all__ = ["DeviceTransformerEncoder"]
+__all__ = ["check_device"]

@@ -1,10 +1,5 @@
-"""A model on the GPU: ``model.to("cuda")`` and the device side of ``start`` / ``step``.
-
-:func:`move` checks that the model can run on the cuda kernels (float32, not quantized), builds its
-encoder and decoder-step executors on the cuda backend with one shared
-:class:`~seqjit.graph.device_plan.DevicePlacement` (every weight a graph reads is uploaded once, when
-the executor is built: an out-of-memory shows up here, as :class:`~seqjit.errors.DeviceOutOfMemory`)
-and attaches a :class:`DeviceRuntime`. ``model.to("cpu")`` drops it (and with it the device copies).
+"""The device side of a model on the GPU (:func:`seqjit.gpu.devices.move` attaches it): ``start`` /
+``step`` on device arrays.
 
 On the device, :meth:`DeviceRuntime.start` uploads the source ids and lengths (the only uploads of a
 decode), runs the encoder plan and keeps its device outputs as the encoder state (the encoder plan
@@ -20,51 +15,6 @@ from seqjit.kernels.layout import cuda as layout
 from seqjit.models.base import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS, check_source
 
 from .state import DeviceDecoderState
-
-DEVICES = ("cpu", "cuda")
-
-
-def check_device(device) -> str:
-    if device not in DEVICES and not (isinstance(device, str) and device.startswith("cuda:")):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if isinstance(device, str) and device.startswith("cuda:") and device != "cuda:0":
-        raise ValueError(f"device {device!r}: seqjit runs on one GPU, 'cuda' (the current numba.cuda device)")
-    return "cuda" if device.startswith("cuda") else "cpu"
-
-
-def _check_model(model) -> None:
-    config = model.config
-    if np.dtype(getattr(config, "dtype", "float32")) != np.float32:
-        raise TypeError(f"the cuda kernels compute in float32; this model is {config.dtype}: convert it to float32 "
-                        "to run it on the GPU")
-    if getattr(config, "quantization", "none") != "none":
-        raise ValueError(f"{config.quantization} models run on the CPU only; the GPU path runs float32 models")
-
-
-def move(model, device):
-    """``model`` on ``device`` ("cpu" or "cuda"); returns the model (moved in place)."""
-    target = check_device(device)
-    if target == model.device:
-        return model
-    if target == "cpu":
-        with model._executors_lock:
-            model._gpu, model.backend, model._executors = None, model._cpu_backend, {}
-        return model
-    _check_model(model)
-    from seqjit.graph.device_plan import DevicePlacement
-
-    runtime = DeviceRuntime(DevicePlacement())  # CudaUnavailable here when no GPU is usable
-    with model._executors_lock:
-        model._cpu_backend = model.backend
-        model._gpu, model.backend, model._executors = runtime, "cuda", {}
-    try:
-        model.executor("encoder")
-        model.executor("decoder_step")  # the weights each reads: uploaded now
-    except BaseException:
-        with model._executors_lock:
-            model._gpu, model.backend, model._executors = None, model._cpu_backend, {}
-        raise
-    return model
 
 
 class DeviceRuntime:

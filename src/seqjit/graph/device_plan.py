@@ -19,7 +19,6 @@ import threading
 
 import numpy as np
 
-from seqjit.graph import device_ops
 from seqjit.graph.memory import MemoryPlan
 from seqjit.kernels import _cuda
 
@@ -69,6 +68,8 @@ class DevicePlacement:
 
     @staticmethod
     def maker(op: str):
+        from seqjit.graph import device_ops  # (imports numba.cuda: after require_cuda)
+
         return device_ops.maker(op)
 
     @staticmethod

@@ -160,7 +160,7 @@ class Seq2SeqModel:
         ``generate`` decodes there (:mod:`seqjit.gpu`). Raises :class:`~seqjit.errors.CudaUnavailable`
         (naming what is missing) without a usable GPU, :class:`~seqjit.errors.DeviceOutOfMemory` when
         the weights do not fit."""
-        from seqjit.gpu.runtime import move
+        from seqjit.gpu.devices import move
 
         return move(self, device)
 

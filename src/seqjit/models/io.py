@@ -64,11 +64,14 @@ def save_model(model, path) -> None:
     (directory / CONFIG).write_text(text, encoding="utf-8")
 
 
-def load_model(path, *, backend=None, allow_nonfinite: bool = False):
+def load_model(path, *, backend=None, allow_nonfinite: bool = False, device: str = "cpu"):
     """The model saved in directory ``path``, checked as the module docstring says.
-    ``allow_nonfinite=True`` loads weights holding NaN or Inf (refused by default)."""
+    ``allow_nonfinite=True`` loads weights holding NaN or Inf (refused by default). ``device="cuda"``
+    runs it on the GPU (:meth:`~seqjit.models.base.Seq2SeqModel.to`)."""
+    from seqjit.gpu.devices import check_device
     from seqjit.models import model_class
 
+    check_device(device)
     directory = Path(path)
     if not directory.is_dir():
         raise ModelFormatError(f"{directory} is not a model directory (expected a folder with {CONFIG} and {WEIGHTS})")
@@ -87,7 +90,8 @@ def load_model(path, *, backend=None, allow_nonfinite: bool = False):
     weights_path = model_file(directory, WEIGHTS)
     weights, _ = read_safetensors(weights_path, spec=cls.weight_spec(config), warn_unchecked=True,
                                   allow_nonfinite=allow_nonfinite)
-    return cls(config, weights, backend=backend, source=str(weights_path))
+    model = cls(config, weights, backend=backend, source=str(weights_path))
+    return model if device == "cpu" else model.to(device)
 
 
 __all__ = ["load_model", "save_model", "read_json", "read_safetensors", "write_safetensors", "refuse_pickles",

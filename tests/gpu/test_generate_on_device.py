@@ -1,0 +1,102 @@
+"""End to end on the GPU (numba's simulator without one): every architecture moved with
+``model.to("cuda")`` gives the CPU path's ids (greedy and beam search, a batch of sources of different
+lengths), its scores, and its teacher-forced logits within 1e-4. The CPU path is itself checked
+against PyTorch / transformers in tests/models and tests/decoding.
+"""
+import numpy as np
+import pytest
+
+from .conftest import SOURCES, cuda_or_skip, tiny_models
+
+ARCHS = ["transformer", "rnn_seq2seq", "bahdanau", "luong"]
+LOGITS_TOL = 1e-4
+
+
+@pytest.fixture(scope="module")
+def pairs():
+    """name -> (CPU model, the same weights on the GPU)."""
+    cuda_or_skip()
+    cpu, gpu = tiny_models(), tiny_models()
+    for model in gpu.values():
+        model.to("cuda")
+    return {name: (cpu[name], gpu[name]) for name in ARCHS}
+
+
+def _ids(results):
+    return [r.ids for r in results]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_teacher_forced_logits_match_the_cpu(pairs, arch):
+    cpu, gpu = pairs[arch]
+    src = np.array([[3, 4, 5], [6, 7, 0], [8, 0, 0]])
+    lengths = np.array([3, 2, 1])
+    tgt = np.array([[1, 5, 6], [1, 7, 2], [1, 3, 3]])
+    want = cpu.logits_stepwise(src, tgt, lengths)
+    got = gpu.logits_stepwise(src, tgt, lengths)
+    assert got.shape == want.shape and isinstance(got, np.ndarray)
+    np.testing.assert_allclose(got, want, atol=LOGITS_TOL, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_greedy_ids_and_scores_match_the_cpu(pairs, arch):
+    cpu, gpu = pairs[arch]
+    options = dict(max_length=5, return_scores=True, min_length=1 if arch == "luong" else 0)
+    want = cpu.generate(SOURCES, **options)
+    got = gpu.generate(SOURCES, **options)
+    assert _ids(got) == _ids(want)
+    np.testing.assert_allclose([r.scores[0] for r in got], [r.scores[0] for r in want], atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("arch", ["transformer", "rnn_seq2seq", "bahdanau"])
+def test_beam_ids_and_scores_match_the_cpu(pairs, arch):
+    cpu, gpu = pairs[arch]
+    options = dict(beam_size=2, num_hypotheses=2, max_length=5, return_scores=True, length_penalty=0.7)
+    want = cpu.generate(SOURCES, **options)
+    got = gpu.generate(SOURCES, **options)
+    assert _ids(got) == _ids(want)
+    np.testing.assert_allclose([r.scores for r in got], [r.scores for r in want], atol=1e-4, rtol=0)
+
+
+def test_processors_and_attention_on_the_device(pairs):
+    """Repetition penalty, no-repeat n-grams and min_length run on the device; attention comes back."""
+    cpu, gpu = pairs["bahdanau"]
+    options = dict(max_length=5, repetition_penalty=1.5, no_repeat_ngram_size=2, min_length=3, return_scores=True,
+                   return_attention=True)
+    want = cpu.generate(SOURCES[:2], **options)
+    got = gpu.generate(SOURCES[:2], **options)
+    assert _ids(got) == _ids(want)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.scores, w.scores, atol=1e-4, rtol=0)
+        np.testing.assert_allclose(g.attention[0], w.attention[0], atol=1e-5, rtol=0)
+
+
+def test_only_ids_cross_per_generated_token(pairs, transfers):
+    """Greedy decoding with every row running max_length steps: the source ids and lengths go up once,
+    each step brings the B chosen ids down, the scores come down at the end, and nothing else crosses
+    (the weights went up at model.to, the suppressed ids with the model's first decode)."""
+    _, gpu = pairs["transformer"]
+    steps, batch = 4, len(SOURCES)
+    gpu.generate(SOURCES[:1], max_length=2, return_scores=True)
+    counted = transfers()
+    results = gpu.generate(SOURCES, max_length=steps, min_length=steps, return_scores=True)
+    assert all(len(r.ids[0]) >= steps - 1 for r in results)
+    assert counted.implicit == []
+    ids = ((batch,), np.dtype(np.int64))
+    assert counted.downloads == [ids] * steps + [((batch,), np.dtype(np.float64))]
+    width = max(len(s) for s in SOURCES)
+    assert sorted(counted.uploads, key=str) == sorted([((batch,), np.dtype(np.int64)), ((batch, width), np.dtype(np.int64))], key=str)
+
+
+def test_many_steps_need_no_more_uploads(pairs, transfers):
+    """The uploads of a decode do not grow with its length (beam search too)."""
+    _, gpu = pairs["rnn_seq2seq"]
+    gpu.generate(SOURCES[:1], beam_size=2, max_length=2)  # the model's once-only uploads (suppressed ids)
+    counts = []
+    for steps in (2, 4):
+        counted = transfers()
+        gpu.generate(SOURCES[:2], beam_size=2, max_length=steps, min_length=steps)
+        assert counted.implicit == []
+        counts.append((len(counted.uploads), len(counted.downloads)))
+    assert counts[0][0] == counts[1][0]
+    assert counts[1][1] - counts[0][1] == 2  # one status read per step
