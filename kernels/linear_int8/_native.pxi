@@ -15,6 +15,10 @@ cdef extern from "linear_int8/_qgemm.h" nogil:
 
 cdef int _native_qisa = sjq_detect()
 DEF QBLOCK_COLS = 64
+# weights of at least this many bytes are prefetched ahead by every tile (SJQ_STREAM), not only by one-row
+# tiles: in a decode step every weight comes from memory (a Marian-sized model is larger than the caches;
+# 16 x 512 x 512 products: decoder layers 2.6 -> 1.7 ms per batch-16 step, benchmarks/int8/decode_step.c)
+DEF QSTREAM_BYTES = 1 << 18
 
 
 cdef void native_linear_int8(const float* x, Py_ssize_t ldx, int M, int K, const int8_t* w, const float* ws,
@@ -22,7 +26,7 @@ cdef void native_linear_int8(const float* x, Py_ssize_t ldx, int M, int K, const
                              int32_t* xsum, float* xs, int nthreads) noexcept nogil:
     cdef int m, t
     cdef long blocks = (N + QBLOCK_COLS - 1) // QBLOCK_COLS, c0, c1
-    cdef int isa = _native_qisa | (SJQ_STREAM if <long>N * K >= (1 << 21) else 0)  # (see cython_cpu.STREAM_BYTES)
+    cdef int isa = _native_qisa | (SJQ_STREAM if <long>N * K >= QSTREAM_BYTES else 0)
     for m in range(M):
         xs[m] = sjq_quantize_row(_native_qisa, x + m * ldx, K, qx + <Py_ssize_t>m * K, &xsum[m])
     if nthreads > 1 and blocks > 1:

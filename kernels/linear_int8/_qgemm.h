@@ -17,12 +17,13 @@ needs no -m flags and runs on any x86-64 (and, portable path only, on any other 
 #ifndef SJ_QGEMM_H
 #define SJ_QGEMM_H
 #include <stdint.h>
+#include <string.h>
 #include <math.h>
 
 enum { SJQ_PORTABLE = 0, SJQ_AVX2 = 1, SJQ_VNNI = 2 };
-/* or-ed into sjq_columns' isa argument: the weight streams from memory (larger than the caches), so
-   every tile prefetches it ahead, not only one-row tiles (16 rows x 30 MB: 1.4x; costs ~10 % when the
-   weight sits in L2) */
+/* or-ed into sjq_columns' isa argument: the weight streams from memory (larger than the caches, or read
+   once per decode step), so tiles of several x rows prefetch it ahead too, not only one-row tiles (16
+   rows x 30 MB: 1.4x); only the first x-row tile of each 8 weight rows does, the others find them in L1 */
 #define SJQ_STREAM 16
 /* the least distance (bytes) the one-row kernel prefetches weights ahead: ~12 KB measured best for a
    512-column weight streamed from memory on Zen 4 (one 4 KB tile ahead was 1.3x slower) */
@@ -342,14 +343,15 @@ SJQ_INLINE SJQ_TGT_AVX2 void sjq_epilogue_avx2(const int32_t *t, float xs, const
    weight rows w[c0:c1] (int8 [N, K], scales ws), 8 weight rows at a time against every x row (4 rows
    per tile): the exact int32 sums into acc (row stride lda) when acc is not NULL; otherwise the
    epilogue above into out (row stride ldo; bias may be NULL). One copy per instruction set, so the
-   tile and the epilogue inline. isa may carry SJQ_STREAM. */
+   tile and the epilogue inline. isa may carry SJQ_STREAM. The tiles read klen bytes of each weight row
+   from wskew bytes before it (see sjq_columns_vnni; klen = K, wskew = 0 elsewhere). */
 #define SJQ_COLUMNS_BODY(TILE, EPILOGUE) \
     int32_t tile[32]; \
     for (long n0 = c0; n0 < c1; n0 += 8) { \
         int nr = c1 - n0 < 8 ? (int)(c1 - n0) : 8; \
         for (long m0 = 0; m0 < M;) { \
             int mr = M - m0 >= 4 ? 4 : 1; \
-            TILE(qx + m0 * ldq, ldq, mr, w + n0 * K, K, nr, K, xsum + m0, tile, 8, stream); \
+            TILE(qx + m0 * ldq, ldq, mr, w + n0 * K - wskew, K, nr, klen, xsum + m0, tile, 8, stream && m0 == 0); \
             for (int i = 0; i < mr; i++) { \
                 if (acc != NULL) { \
                     for (int j = 0; j < nr; j++) acc[(m0 + i) * lda + n0 + j] = tile[i * 8 + j]; \
@@ -364,10 +366,42 @@ SJQ_INLINE SJQ_TGT_AVX2 void sjq_epilogue_avx2(const int32_t *t, float xs, const
 #define SJQ_COLUMNS_ARGS int stream, const int8_t *qx, long ldq, const int32_t *xsum, const float *xs, long M, long K, \
     const int8_t *w, const float *ws, const float *bias, float *out, long ldo, int32_t *acc, long lda, long c0, long c1
 
-static void sjq_columns_portable(SJQ_COLUMNS_ARGS) { SJQ_COLUMNS_BODY(sjq_tile_portable, sjq_epilogue_portable) }
+static void sjq_columns_portable(SJQ_COLUMNS_ARGS) {
+    const long klen = K, wskew = 0;
+    SJQ_COLUMNS_BODY(sjq_tile_portable, sjq_epilogue_portable)
+}
 #ifdef SJQ_X86
-SJQ_TGT_VNNI static void sjq_columns_vnni(SJQ_COLUMNS_ARGS) { SJQ_COLUMNS_BODY(sjq_tile_vnni, sjq_epilogue_vnni) }
-SJQ_TGT_AVX2 static void sjq_columns_avx2(SJQ_COLUMNS_ARGS) { SJQ_COLUMNS_BODY(sjq_tile_avx2, sjq_epilogue_avx2) }
+/* the longest x row the VNNI path copies to line up with misaligned weight rows (below) */
+#define SJQ_SKEW_MAX_K 4096
+SJQ_TGT_VNNI static void sjq_columns_vnni_body(SJQ_COLUMNS_ARGS, long klen, long wskew) {
+    SJQ_COLUMNS_BODY(sjq_tile_vnni, sjq_epilogue_vnni)
+}
+/* Weight rows that do not start on a cache line (NumPy's arrays are 16-byte aligned) make every 64-byte
+   load span two lines: ~10-20 % of a batch-1 decode step streamed from memory. For one-row tiles (M < 4)
+   with every row at the same offset s in its line (K % 64 == 0), the tiles instead read whole lines from
+   s bytes before each row, K + s rounded up to 64 bytes, against copies of the x rows with s zero bytes
+   in front and zeros after: the bytes of the neighbouring rows meet zero x bytes and add nothing (in the
+   flipped form too: (w + 128) * 0), so the int32 sums are the same. The lines read outside a row belong
+   to its neighbours or, at the ends of the weight, share a line (so a page) with it. */
+SJQ_TGT_VNNI static void sjq_columns_vnni(SJQ_COLUMNS_ARGS) {
+    const long skew = (long)((uintptr_t)(w + c0 * K) & 63);
+    if (skew == 0 || M >= 4 || K % 64 != 0 || K > SJQ_SKEW_MAX_K || K < 128) {
+        sjq_columns_vnni_body(stream, qx, ldq, xsum, xs, M, K, w, ws, bias, out, ldo, acc, lda, c0, c1, K, 0);
+        return;
+    }
+    const long klen = (K + skew + 63) & ~63L;
+    int8_t padded[3][SJQ_SKEW_MAX_K + 64] __attribute__((aligned(64)));
+    for (long i = 0; i < M; i++) {
+        memset(padded[i], 0, (size_t)klen);
+        memcpy(padded[i] + skew, qx + i * ldq, (size_t)K);
+    }
+    sjq_columns_vnni_body(stream, padded[0], SJQ_SKEW_MAX_K + 64, xsum, xs, M, K, w, ws, bias, out, ldo, acc, lda,
+                          c0, c1, klen, skew);
+}
+SJQ_TGT_AVX2 static void sjq_columns_avx2(SJQ_COLUMNS_ARGS) {
+    const long klen = K, wskew = 0;
+    SJQ_COLUMNS_BODY(sjq_tile_avx2, sjq_epilogue_avx2)
+}
 #endif
 
 static void sjq_columns(int isa, const int8_t *qx, long ldq, const int32_t *xsum, const float *xs, long M, long K,

@@ -198,6 +198,43 @@ def test_cython_every_instruction_set(path, monkeypatch):
         cython_cpu.use_isa(None)
 
 
+def _weight_at(qw, phase, rng):
+    """qw copied into a buffer of random bytes (-128 included) so that its rows start ``phase`` bytes
+    after a 64-byte boundary: the bytes around it are not zeros."""
+    buf = rng.integers(-128, 128, qw.nbytes + 256, dtype=np.int64).astype(np.int8)
+    start = (phase - buf.ctypes.data) % 64 + 64
+    out = buf[start:start + qw.nbytes].reshape(qw.shape)
+    out[...] = qw
+    assert out.ctypes.data % 64 == phase
+    return out
+
+
+@pytest.mark.parametrize("path", ["avx512_vnni", "avx2", "portable"])
+def test_cython_weights_off_cache_lines(path):
+    """Weight rows starting anywhere in a cache line (NumPy's arrays are 16-byte aligned): the VNNI path
+    then reads whole lines from before each row against a zero-padded copy of x (1-3 rows, K a multiple
+    of 64 up to 4096); the sums stay exact whatever bytes surround the weight."""
+    from seqjit.kernels.linear_int8 import cython_cpu
+
+    rng = np.random.default_rng(30)
+    try:
+        if cython_cpu.use_isa(path) != path:
+            pytest.skip(f"this CPU has no {path}")
+        for m, k, n in [(1, 512, 19), (2, 128, 8), (3, 4096, 9), (1, 4160, 5), (1, 576, 3), (4, 512, 11), (5, 512, 7)]:
+            x, w, b = _data(m, k, n, seed=m * k + n)
+            qw, ws = ref.quantize_int8(w)
+            q0, _ = ref.quantize_int8(x)
+            want_sums, want = ref.matmul_int8(q0, qw), ref.linear_int8(x, qw, ws, b)
+            for phase in (0, 1, 16, 48, 63):
+                shifted = _weight_at(qw, phase, rng)
+                np.testing.assert_array_equal(cython_cpu.matmul_int8(q0, shifted), want_sums,
+                                              err_msg=f"{path} {(m, k, n)} phase {phase}")
+                np.testing.assert_array_equal(cython_cpu.linear_int8(x, shifted, ws, b), want,
+                                              err_msg=f"{path} {(m, k, n)} phase {phase}")
+    finally:
+        cython_cpu.use_isa(None)
+
+
 def test_numba_parallel_path(monkeypatch):
     from seqjit.kernels.linear_int8 import numba_cpu
 
@@ -247,3 +284,24 @@ def test_backend_quantize_rounds_half_to_even(backend):
     q, s = (_host(a) for a in quantize(np.array([row], np.float32)))
     assert s[0] == 1.0
     assert q.tolist() == [[127, 0, 2, 2, 0, -2, 126, -4, 4, -126] * 2]
+
+
+def test_huge_page_advice_keeps_the_weight():
+    """huge_pages.advise: in place (same address, same bytes, same products), only whole 2 MB pages
+    inside the array, once per array; small arrays are left alone."""
+    from seqjit.kernels.linear_int8 import huge_pages
+
+    rng = np.random.default_rng(31)
+    w = rng.integers(-127, 128, (12000, 512), dtype=np.int64).astype(np.int8)  # 6.1 MB
+    before, address = w.copy(), w.ctypes.data
+    advised = huge_pages.advise(w)
+    start, end = address, address + w.nbytes
+    inside = (end // huge_pages.HUGE - -(-start // huge_pages.HUGE)) * huge_pages.HUGE
+    assert advised in (0, inside) and inside >= huge_pages.HUGE  # (an array of MIN_BYTES holds one)
+    assert w.ctypes.data == address
+    np.testing.assert_array_equal(w, before)
+    assert huge_pages.advise(w) == 0  # once
+    assert huge_pages.advise(w[:100].copy()) == 0  # below MIN_BYTES
+    x = rng.standard_normal((1, 512)).astype(np.float32)
+    ws = np.full(12000, 0.01, np.float32)
+    np.testing.assert_array_equal(kernels.get("linear_int8")(x, w, ws), ref.linear_int8(x, before, ws))

@@ -14,6 +14,7 @@ import numpy as np
 from seqjit.graph.ops.rnn_ops import _seq_layout
 
 from seqjit.kernels.activations import spec as act_spec
+from seqjit.kernels.linear_int8 import huge_pages
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
           attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
@@ -134,6 +135,7 @@ class OpLowerings:
         if my != m or k > 65536:
             raise Unsupported("linear_int8 shape")
         qx, xsum, xs = np.zeros(m * k, np.int8), np.zeros(m, np.int32), np.zeros(m, np.float32)
+        huge_pages.advise(self.arrays[w])  # streamed from memory every step: 2 MB pages if large (in place)
         threads = 0 if m * n * k >= PARALLEL_MACS else 1
         self.emit("linear_int8", [x, w, scale, b, y, qx, xsum, xs], [m, k, n, ldx, ldy, _ACT[attrs["activation"]]],
                   threads=threads, keep=[qx, xsum, xs])
