@@ -2,7 +2,7 @@
 # linear/_native.pxi (activations). The arithmetic of cython_cpu.pyx through the same C entry points
 # of _qgemm.h: each x row quantized (per row, symmetric), exact int32 tiles, dequantize + bias in
 # the tile epilogue, then the activation. Column blocks over threads when the node was planned
-# with threads and the product is large.
+# with threads and the product is large, or two column halves over the team of two (native_team.h).
 from libc.stdint cimport int8_t, int32_t
 
 cdef extern from "linear_int8/_qgemm.h" nogil:
@@ -21,21 +21,56 @@ DEF QBLOCK_COLS = 64
 DEF QSTREAM_BYTES = 1 << 18
 
 
+cdef struct _QLinearJob:
+    int isa, M, K, N, mid, act
+    const int8_t* qx
+    const int32_t* xsum
+    const float* xs
+    const int8_t* w
+    const float* ws
+    const float* bias
+    float* y
+    Py_ssize_t ldy
+
+
+cdef void _qlinear_cols(_QLinearJob* j, long c0, long c1) noexcept nogil:
+    """Columns c0:c1 of the product of the quantized rows, dequantized, biased and activated."""
+    cdef int m
+    sjq_columns(j.isa, j.qx, j.K, j.xsum, j.xs, j.M, j.K, j.w, j.ws, j.bias, j.y, j.ldy, NULL, 0, c0, c1)
+    if j.act != _NONE:
+        for m in range(j.M):
+            sj_act_row(j.y + m * j.ldy + c0, NULL, j.y + m * j.ldy + c0, c1 - c0, j.act)
+
+
+cdef void _qlinear_part(void* ctx, int part) noexcept nogil:
+    """Columns [0, mid) (part 0) or [mid, N) (part 1) of a team-split int8 linear."""
+    cdef _QLinearJob* j = <_QLinearJob*>ctx
+    if part == 0:
+        _qlinear_cols(j, 0, j.mid)
+    else:
+        _qlinear_cols(j, j.mid, j.N)
+
+
 cdef void native_linear_int8(const float* x, Py_ssize_t ldx, int M, int K, const int8_t* w, const float* ws,
                              int N, const float* bias, float* y, Py_ssize_t ldy, int act, int8_t* qx,
                              int32_t* xsum, float* xs, int nthreads) noexcept nogil:
-    cdef int m, t
-    cdef long blocks = (N + QBLOCK_COLS - 1) // QBLOCK_COLS, c0, c1
-    cdef int isa = _native_qisa | (SJQ_STREAM if <long>N * K >= QSTREAM_BYTES else 0)
+    """``nthreads``: 1, the run's OpenMP threads (column blocks), or TEAM (two column halves, the
+    second for the team's worker: linear/_native.pxi)."""
+    cdef int m
+    cdef long t, blocks = (N + QBLOCK_COLS - 1) // QBLOCK_COLS, c0, c1
+    cdef _QLinearJob job
+    job.isa = _native_qisa | (SJQ_STREAM if <long>N * K >= QSTREAM_BYTES else 0)
+    job.M, job.K, job.N, job.act = M, K, N, act
+    job.qx, job.xsum, job.xs, job.w, job.ws, job.bias, job.y, job.ldy = qx, xsum, xs, w, ws, bias, y, ldy
     for m in range(M):
         xs[m] = sjq_quantize_row(_native_qisa, x + m * ldx, K, qx + <Py_ssize_t>m * K, &xsum[m])
-    if nthreads > 1 and blocks > 1:
+    if nthreads == TEAM and N >= 64:
+        job.mid = (N // 2 + 31) // 32 * 32
+        sj_team_run(_qlinear_part, &job)
+    elif nthreads > 1 and blocks > 1:
         for t in prange(blocks, nogil=True, num_threads=nthreads, schedule="static"):
             c0 = t * QBLOCK_COLS
             c1 = N if c0 + QBLOCK_COLS > N else c0 + QBLOCK_COLS
-            sjq_columns(isa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, c0, c1)
+            _qlinear_cols(&job, c0, c1)
     else:
-        sjq_columns(isa, qx, K, xsum, xs, M, K, w, ws, bias, y, ldy, NULL, 0, 0, N)
-    if act != _NONE:
-        for m in range(M):
-            act_row_f32(y + m * ldy, NULL, y + m * ldy, N, act)
+        _qlinear_cols(&job, 0, N)
