@@ -31,8 +31,8 @@
 #define SJ_TEAM_LINGER_NS 100000LL    /* 100 us of spinning after a release */
 #define SJ_TEAM_WAIT_NS 200000LL      /* a claimed part not done after this: the worker was preempted */
 #define SJ_TEAM_BACKOFF_NS 50000000LL /* then no team for 50 ms */
-#define SJ_TEAM_PROBE 64              /* ... and after this many items of a hold, more than half of them
-                                         taken back by the caller: the same */
+#define SJ_TEAM_PROBE 64              /* ... and when more than half of the last this many items
+                                         were taken back by the caller: the same */
 
 typedef void (*sj_team_fn)(void *ctx, int part);
 
@@ -45,7 +45,7 @@ static struct {
     sj_team_fn fn;
     void *ctx;
     int64_t waits, steals, items;  /* statistics, for tests and tuning */
-    int64_t hold_items, hold_steals;  /* in the current hold */
+    int64_t recent_items, recent_steals;  /* since the last probe (across holds) */
 } sj_team = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static inline int64_t sj_now_ns(void) {
@@ -142,7 +142,6 @@ static int sj_team_acquire(void) {
         return 0;
     }
     __atomic_store_n(&sj_team.degraded, 0, __ATOMIC_RELEASE);
-    sj_team.hold_items = sj_team.hold_steals = 0;
     __atomic_store_n(&sj_team.active, 1, __ATOMIC_RELEASE);
     pthread_cond_signal(&sj_team.cv);
     pthread_mutex_unlock(&sj_team.mu);
@@ -181,18 +180,20 @@ static int sj_team_run(sj_team_fn fn, void *ctx) {
     sj_team.ctx = ctx;
     __atomic_store_n(&sj_team.seq, s, __ATOMIC_RELEASE);
     sj_team.items++;
-    sj_team.hold_items++;
+    if (++sj_team.recent_items >= SJ_TEAM_PROBE) {
+        /* the worker missed most of the last items (its core is busy): stop handing them out */
+        if (sj_team.recent_steals * 2 > sj_team.recent_items) {
+            __atomic_store_n(&sj_team.degraded, 1, __ATOMIC_RELEASE);
+            __atomic_store_n(&sj_team.backoff_until, sj_now_ns() + SJ_TEAM_BACKOFF_NS, __ATOMIC_RELEASE);
+        }
+        sj_team.recent_items = sj_team.recent_steals = 0;
+    }
     fn(ctx, 0);
     int64_t expect = s - 1;
     if (__atomic_compare_exchange_n(&sj_team.claimed, &expect, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
         sj_team.steals++;
-        sj_team.hold_steals++;
+        sj_team.recent_steals++;
         fn(ctx, 1);
-        /* the worker missed most items of this hold (its core is busy): stop handing them out */
-        if (sj_team.hold_items >= SJ_TEAM_PROBE && sj_team.hold_steals * 2 > sj_team.hold_items) {
-            __atomic_store_n(&sj_team.degraded, 1, __ATOMIC_RELEASE);
-            __atomic_store_n(&sj_team.backoff_until, sj_now_ns() + SJ_TEAM_BACKOFF_NS, __ATOMIC_RELEASE);
-        }
         return 0;
     }
     if (__atomic_load_n(&sj_team.done, __ATOMIC_ACQUIRE) == s)
