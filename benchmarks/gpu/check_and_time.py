@@ -1,7 +1,7 @@
 """Check every kernel op's cuda backend against the NumPy reference and time it against the Numba CPU
 backend and PyTorch on CUDA: one prepared script for a machine with an NVIDIA GPU.
 
-    python benchmarks/gpu/check_and_time.py [--quick] [--ops linear,gru] [--out FILE]
+    python benchmarks/gpu/check_and_time.py [--quick] [--ops linear,gru] [--out FILE] [--no-decode]
 
 For each op in ``seqjit.kernels.ops()`` at a realistic size (``--quick``: tiny sizes, which also run
 on numba's CUDA simulator, ``NUMBA_ENABLE_CUDASIM=1``): the reference result on host inputs, the cuda
@@ -9,7 +9,9 @@ result on the same host inputs (max abs error against the reference), then warm 
 ``--repeat`` calls of the cuda backend with device-resident inputs (host inputs when the op refuses
 device ones: column ``io``), of the Numba CPU backend and of the torch op on CUDA (when
 ``torch.cuda.is_available()``). An op whose cuda backend is missing or fails is reported, not fatal.
-Prints a markdown table (and writes it to ``--out``).
+Prints a markdown table (and writes it to ``--out``). Then, unless ``--no-decode`` (or ``--ops`` names a
+subset), it runs ``decode_models.py`` (decoding tok/s of the tiny Transformer, the bundled G2P models
+and Marian against transformers / PyTorch / CTranslate2 on CUDA) and appends its table.
 """
 from __future__ import annotations
 
@@ -237,6 +239,7 @@ def main(argv=None):
     parser.add_argument("--ops", default="", help="comma-separated subset of ops (default: every op)")
     parser.add_argument("--repeat", type=int, default=5, help="timed calls per engine (median)")
     parser.add_argument("--out", default="", help="also write the markdown table to this file")
+    parser.add_argument("--no-decode", action="store_true", help="skip the decoding benchmark (decode_models.py)")
     args = parser.parse_args(argv)
     ops = [o for o in args.ops.split(",") if o] or kernels.ops()
     unknown = sorted(set(ops) - set(kernels.ops()))
@@ -267,7 +270,21 @@ def main(argv=None):
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
-    return 1 if any(r["status"] == "MISMATCH" for r in rows) else 0
+    status = 1 if any(r["status"] == "MISMATCH" for r in rows) else 0
+    if not args.no_decode and not args.ops:
+        import subprocess
+        from pathlib import Path
+
+        here = Path(__file__).resolve().parent
+        cmd = [sys.executable, str(here / "decode_models.py")] + (["--quick"] if args.quick else [])
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        print(done.stdout, end="")
+        sys.stderr.write(done.stderr[-4000:])
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write("\n" + done.stdout)
+        status = status or done.returncode
+    return status
 
 
 if __name__ == "__main__":
