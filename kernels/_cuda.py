@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 import math
 import os
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -155,6 +156,30 @@ def device_empty(shape, dtype):
         return cuda.device_array(shape, dtype=np.dtype(dtype))
 
 
+_scratch = threading.local()
+_SCRATCH_ENTRIES = 64  # buffers a thread keeps (least recently used dropped first)
+
+
+def scratch(tag: str, shape, dtype):
+    """A device buffer for a kernel's internal use (statistics, partial sums, projections), reused by the
+    next call of the same thread with the same ``tag``, shape and dtype: a decode step allocates (and
+    frees: numba's deferred frees synchronize the device) nothing. Per thread, so two threads never
+    share one; within a thread every launch goes to the same stream in order, so a call's use of a
+    buffer ends before the next call's kernels write it. Never return a scratch buffer to a caller."""
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
+    key = (tag, shape, np.dtype(dtype).str)
+    cache = getattr(_scratch, "buffers", None)
+    if cache is None:
+        cache = _scratch.buffers = {}
+    buf = cache.pop(key, None)
+    if buf is None:
+        buf = device_empty(shape, dtype)
+        while len(cache) >= _SCRATCH_ENTRIES:
+            cache.pop(next(iter(cache)))
+    cache[key] = buf  # (re)inserted last: the most recently used
+    return buf
+
+
 def grid_1d(n: int, threads: int = 256) -> tuple[int, int]:
     """``(blocks, threads)`` for one thread per item of ``n``: blocks of ``threads``, fewer (a power of
     two covering ``n``) when ``n`` is smaller."""
@@ -226,10 +251,12 @@ def _view_strides(shape, strides, itemsize, new_shape):
     """The strides numpy gives a view of an array of ``shape``/``strides`` reshaped to ``new_shape``,
     or None when that reshape needs a copy (computed on a stand-in: no memory is read)."""
     stand_in = np.lib.stride_tricks.as_strided(np.empty(1, np.dtype(f"V{itemsize}")), shape, strides)
+    view = stand_in.view()
     try:
-        return np.reshape(stand_in, new_shape, copy=False).strides
-    except ValueError:
+        view.shape = new_shape  # numpy refuses (AttributeError) where the reshape would copy
+    except (AttributeError, ValueError):
         return None
+    return view.strides
 
 
 def reshape_view(x, shape):

@@ -110,8 +110,8 @@ def additive_attention(query, keys_proj, keys, w_q, v, *, lengths=None):
     context = _cuda.device_empty((B, Dk), np.float32)
     weights = _cuda.device_empty((B, L), np.float32)
     if B:
-        qp = _cuda.device_empty((B, A), np.float32)
-        scores = _cuda.device_empty((B, L), np.float32)
+        qp = _cuda.scratch("additive.qp", (B, A), np.float32)
+        scores = _cuda.scratch("additive.scores", (B, L), np.float32)
         dq, dkp, dk = _cuda.to_device(p.query), _cuda.to_device(p.keys_proj), _cuda.to_device(p.keys)
         dlen = lengths if device_lengths else _cuda.to_device(p.lengths)
         if A:

@@ -358,15 +358,15 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
         dq, dk, dv = _cuda.to_device(p.q), _cuda.to_device(p.k), _cuda.to_device(p.v)
         if dlen is None:
             dlen = _cuda.to_device(p.lengths)
-        mstat = _cuda.device_empty((B, H, Lq), np.float32)
-        lstat = _cuda.device_empty((B, H, Lq), np.float32)
+        mstat = _cuda.scratch("attention.m", (B, H, Lq), np.float32)
+        lstat = _cuda.scratch("attention.l", (B, H, Lq), np.float32)
         scale32 = np.float32(p.scale)
         if Lq == 1 and D <= DEC_DMAX:
             splits, chunk = decode_splits(B * H, Lk)
             if splits > 1:
-                pacc = _cuda.device_empty((B * H, splits, Dv), np.float32)
-                pm = _cuda.device_empty((B * H, splits), np.float32)
-                pl = _cuda.device_empty((B * H, splits), np.float32)
+                pacc = _cuda.scratch("attention.pacc", (B * H, splits, Dv), np.float32)
+                pm = _cuda.scratch("attention.pm", (B * H, splits), np.float32)
+                pl = _cuda.scratch("attention.pl", (B * H, splits), np.float32)
             else:  # unused by an unsplit launch: views of the outputs stand in (no allocation)
                 pacc = mstat.reshape(B * H, 1, 1)
                 pm = pl = lstat.reshape(B * H, 1)

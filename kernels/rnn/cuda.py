@@ -299,8 +299,8 @@ def _cell(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, out):
     c_out = _cuda.device_empty((B, H), np.float32)
     if B:
         xp = linear(_cuda.to_device(cell.x), _cuda.to_device(cell.w_ih), _dev(cell.b_ih),
-                    out=_cuda.device_empty((B, G), np.float32))
-        hh = _cuda.device_empty((B, G), np.float32)
+                    out=_cuda.scratch("cell.xp", (B, G), np.float32))
+        hh = _cuda.scratch("cell.hh", (B, G), np.float32)
         if cell.h is None:  # h = 0: the hidden projection is its bias
             linear(_cuda.device_empty((B, 0), np.float32), _cuda.device_empty((G, 0), np.float32), _dev(cell.b_hh), out=hh)
         else:
