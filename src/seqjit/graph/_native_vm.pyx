@@ -298,7 +298,8 @@ cdef class Program:
             elif self.team_nt != TEAM:
                 nt = nthreads
             elif nthreads == 2 and (c.op == OP_LINEAR or c.op == OP_GRU_CELL or c.op == OP_LSTM_CELL
-                                    or c.op == OP_RNN_SEQUENCE or c.op == OP_ADDITIVE):
+                                    or c.op == OP_RNN_SEQUENCE or c.op == OP_ADDITIVE
+                                    or (c.op == OP_LINEAR_INT8 and c.i[0] <= 4)):
                 nt = TEAM
             else:
                 nt = 1 if nthreads <= 2 else nthreads - 1

@@ -136,9 +136,10 @@ class OpLowerings:
             raise Unsupported("linear_int8 shape")
         qx, xsum, xs = np.zeros(m * k, np.int8), np.zeros(m, np.int32), np.zeros(m, np.float32)
         huge_pages.advise(self.arrays[w])  # streamed from memory every step: 2 MB pages if large (in place)
-        # a decode step's rows (up to 4): every product, the output projection too, split in two halves over
-        # the team of two (int8 Marian batch 1, 2 threads: ~520 -> 670-810 tok/s); larger ones: OpenMP
-        threads = (2 if m * n * k >= TEAM_MACS else 1) if m <= 4 else (0 if m * n * k >= PARALLEL_MACS else 1)
+        # a decode step's rows (up to 4): products from TEAM_MACS split in two halves over the team of two
+        # (int8 Marian batch 1, 2 threads: ~520 -> 670-810 tok/s), the largest (the output projection) too
+        # when the run has 2 threads (else OpenMP on all of them); more rows: OpenMP for large products
+        threads = _threads(m * n * k) if m <= 4 else (0 if m * n * k >= PARALLEL_MACS else 1)
         self.emit("linear_int8", [x, w, scale, b, y, qx, xsum, xs], [m, k, n, ldx, ldy, _ACT[attrs["activation"]]],
                   threads=threads, keep=[qx, xsum, xs])
 
