@@ -6,6 +6,8 @@ against PyTorch / transformers in tests/models and tests/decoding.
 import numpy as np
 import pytest
 
+from seqjit.decoding import processors
+
 from .conftest import SOURCES, cuda_or_skip, tiny_models
 
 ARCHS = ["transformer", "rnn_seq2seq", "bahdanau", "luong"]
@@ -100,3 +102,24 @@ def test_many_steps_need_no_more_uploads(pairs, transfers):
         counts.append((len(counted.uploads), len(counted.downloads)))
     assert counts[0][0] == counts[1][0]
     assert counts[1][1] - counts[0][1] == 2  # one status read per step
+
+
+@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning", "ignore::RuntimeWarning")  # the simulator's RNG set-up
+def test_sampling_on_the_device(pairs):
+    """Seeded sampling is reproducible; every drawn token is among the CPU's top-k at its step, and
+    the scores are the CPU's log-probabilities of the drawn tokens (teacher-forced on the CPU)."""
+    cpu, gpu = pairs["transformer"]
+    options = dict(max_length=4, sampling_topk=3, sampling_temperature=0.8, seed=5, return_scores=True)
+    got = gpu.generate(SOURCES[:3], **options)
+    assert _ids(gpu.generate(SOURCES[:3], **options)) == _ids(got)
+    for src, res in zip(SOURCES[:3], got):
+        ids = res.ids[0]
+        eos_ended = len(ids) < options["max_length"]
+        steps = ids + ([cpu.eos_id] if eos_ended else [])
+        tgt = np.array([[cpu.decoder_start_id] + steps[:-1]])
+        logits = cpu.logits_stepwise(np.array([src]), tgt)[0]
+        logits[:, cpu.pad_id] = -np.inf
+        logp = processors.log_softmax(logits)
+        for t, token in enumerate(steps):
+            assert token in np.argsort(-logits[t], kind="stable")[:3]
+        np.testing.assert_allclose(res.scores[0], sum(logp[t, tok] for t, tok in enumerate(steps)), atol=1e-4)

@@ -2,11 +2,12 @@
 such a model here.
 
 Sources are checked, sorted by length and batched as on the CPU (results equal decoding each source
-alone). Greedy search and beam search run on the device (:mod:`seqjit.gpu.greedy`,
+alone). Greedy search, sampling and beam search run on the device (:mod:`seqjit.gpu.greedy`,
 :mod:`seqjit.gpu.beam`): only the source ids go up, and only token ids (and scores / attention when
 asked) come back. What the device loops do not cover runs the CPU decoding loops on the device
-model, whose ``step`` then brings each step's logits to the host: sampling, a ``callback``, beam
-search with ``return_attention``, and beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`.
+model, whose ``step`` then brings each step's logits to the host: a ``callback``, beam search with
+``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, and sampling with a top-k
+above :data:`~seqjit.kernels.decoding.cuda.SAMPLE_MAX_K` or top-p without a top-k filter.
 """
 from __future__ import annotations
 
@@ -16,15 +17,19 @@ from seqjit.decoding import api
 from seqjit.decoding.beam import beam_search as host_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
 from seqjit.decoding.limits import check_max_length
+from seqjit.kernels.decoding.cuda import SAMPLE_MAX_K
 
 from .beam import MAX_BEAM, beam_search
 from .greedy import greedy_search
 
 
-def on_device(opts, callback) -> bool:
+def on_device(opts, callback, vocab: int) -> bool:
     """Whether the device loops decode ``opts`` (else the CPU loops run on the device model)."""
-    if callback is not None or opts.sampling:
+    if callback is not None:
         return False
+    if opts.sampling:
+        k = opts.sampling_topk if 0 < opts.sampling_topk < vocab else 0
+        return k <= SAMPLE_MAX_K and (opts.sampling_topp >= 1.0 or k > 0)
     if opts.beam_size > 1:
         return opts.beam_size <= MAX_BEAM and not opts.return_attention
     return True
@@ -60,7 +65,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
 
 
 def _decode(model, state, opts, suppressed, callback) -> list:
-    if on_device(opts, callback):
+    if on_device(opts, callback, model.target_vocab_size or 0):
         if opts.beam_size > 1:
             return beam_search(model, state, opts, suppressed)
         return greedy_search(model, state, opts, suppressed)

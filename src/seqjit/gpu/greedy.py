@@ -1,10 +1,12 @@
-"""Greedy search on the GPU: logits, token choice and bookkeeping stay on the device.
+"""Greedy search and sampling on the GPU: logits, token choice and bookkeeping stay on the device.
 
 Per step: the step plan runs on the device tokens of the previous step; the score processors that
 are on (repetition penalty, no-repeat n-grams) update a device copy of the logits, which also gets
-the suppressed ids and (before ``min_length``) the end token banned when scores are asked for; the
-greedy token of every row is picked on the device (:func:`~seqjit.kernels.decoding.cuda.greedy_argmax`,
-written into the next step's input); :func:`~seqjit.kernels.decoding.cuda.greedy_advance` records it
+the suppressed ids and (before ``min_length``) the end token banned when scores are asked for or
+sampling; the greedy token of every row is picked on the device
+(:func:`~seqjit.kernels.decoding.cuda.greedy_argmax`, written into the next step's input), or drawn
+there (:func:`~seqjit.kernels.decoding.cuda.sample_rows`: temperature, top-k, top-p, a device random
+generator seeded by ``seed``: the draws are not numpy's, so sampled ids differ from the CPU's); :func:`~seqjit.kernels.decoding.cuda.greedy_advance` records it
 (and adds its log-probability to the row's score). Then the ``B`` ids come to the host, the one
 transfer of a step: the host keeps each row's ids and stops when every row has ended. Finished rows
 stay in the batch (their steps are wasted, not wrong: rows never interact), so the plan and the
@@ -25,7 +27,8 @@ def greedy_search(model, state, options, suppressed: tuple):
     runtime = model._gpu
     batch, eos, max_len = state.batch, model.eos_id, options.max_length
     want_scores, want_attn = options.return_scores, options.return_attention
-    processed = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size > 0
+    processed = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size > 0 or options.sampling
+    states = dk.sample_states(batch, options.seed) if options.sampling else None
     sup = runtime.suppressed(suppressed)
     tokens = layout.fill(_cuda.device_empty((batch,), np.int64), model.decoder_start_id)
     history = _cuda.device_empty((batch, max_len), np.int64)
@@ -48,7 +51,11 @@ def greedy_search(model, state, options, suppressed: tuple):
             if options.no_repeat_ngram_size > 0:
                 dk.no_repeat_ngram(scores, model.decoder_start_id, history, t, options.no_repeat_ngram_size)
             dk.ban_tokens(scores, sup, ban)
-            dk.greedy_argmax(scores, suppressed=runtime.suppressed(()), out=tokens)
+            if options.sampling:
+                dk.sample_rows(scores, temperature=options.sampling_temperature, topk=options.sampling_topk,
+                               topp=options.sampling_topp, states=states, out=tokens)
+            else:
+                dk.greedy_argmax(scores, suppressed=runtime.suppressed(()), out=tokens)
         else:
             dk.greedy_argmax(logits, suppressed=sup, eos_id=eos if ban >= 0 else -1, step=0,
                              min_length=1 if ban >= 0 else 0, out=tokens)
