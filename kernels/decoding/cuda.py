@@ -11,10 +11,14 @@ arrays in -> host array out; a device array in -> device array out.
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 from numba import cuda, float32, float64, int64
-from numba.cuda.random import xoroshiro128p_uniform_float64
+
+with warnings.catch_warnings():  # numba's simulator defines its random module with nopython=False
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from numba.cuda.random import xoroshiro128p_uniform_float64
 
 from seqjit.kernels import _cuda
 

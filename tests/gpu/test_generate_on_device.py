@@ -123,3 +123,19 @@ def test_sampling_on_the_device(pairs):
         for t, token in enumerate(steps):
             assert token in np.argsort(-logits[t], kind="stable")[:3]
         np.testing.assert_allclose(res.scores[0], sum(logp[t, tok] for t, tok in enumerate(steps)), atol=1e-4)
+
+
+def test_what_the_device_loops_leave_to_the_host_loops(pairs):
+    """A callback, streaming, and beam search with attention run the CPU loops on the device model
+    (its step brings the logits to the host): the CPU path's results."""
+    cpu, gpu = pairs["luong"]
+    seen = []
+    got = gpu.generate(SOURCES[:2], max_length=4, callback=lambda tok: seen.append(tok.token) and False)
+    assert _ids(got) == _ids(cpu.generate(SOURCES[:2], max_length=4))
+    assert len(seen) >= sum(len(r.ids[0]) for r in got)
+    assert [t.token for t in gpu.generate_stream(SOURCES[0], max_length=4)] == \
+        [t.token for t in cpu.generate_stream(SOURCES[0], max_length=4)]
+    options = dict(beam_size=2, max_length=3, return_attention=True)
+    want, got = cpu.generate(SOURCES[1:3], **options), gpu.generate(SOURCES[1:3], **options)
+    assert _ids(got) == _ids(want)
+    np.testing.assert_allclose(got[0].attention[0], want[0].attention[0], atol=1e-5)
