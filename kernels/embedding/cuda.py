@@ -20,6 +20,7 @@ from seqjit.kernels import _cuda
 from . import spec
 
 _THREADS = 128
+_NAN = np.float32(np.nan)
 _dummy = None  # a device [1, 1] array standing in for absent positions (made once)
 
 
@@ -37,7 +38,7 @@ def _gather(ids, table, scale, positions, has_positions, out):
     d = table.shape[1]
     valid = 0 <= row < table.shape[0]
     for j in range(cuda.threadIdx.x, d, cuda.blockDim.x):
-        v = table[row, j] * scale if valid else math.nan
+        v = table[row, j] * scale if valid else _NAN
         if has_positions:
             v += positions[i % positions.shape[0], j]
         out[i, j] = v
