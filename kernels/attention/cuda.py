@@ -6,20 +6,23 @@ Three kernels, all exact (same masking rule as :mod:`spec`):
   query tile (pre-scaled) and each ``TK``-key tile of K and V are staged in shared memory (K/V reads
   are then broadcasts); each thread keeps its running max, sum and output row. Key tiles beyond the
   block's widest visible prefix are skipped. Needs ``D, Dv <= 128``.
-- ``_rowwise``: one block of ``RT`` threads per query row, for few queries (``Lq < 8``) and for
-  large head sizes: threads score ``RT`` keys at a time, the block reduces
+- ``_rowwise``: one block of up to ``RT`` threads per query row (fewer for short keys), for few
+  queries (``Lq < 8``) and for large head sizes: threads score a block's width of keys at a time, the
+  block reduces
   max and sum through shared memory, and each thread accumulates its own output columns (coalesced
   V reads). Needs ``Dv <= RT * _OUT_PER_THREAD``.
 - ``_decode`` + ``_decode_combine``: one query per (batch row, head), ``Lq = 1``, the decode step's
   self- and cross-attention over a KV cache of capacity ``Lk`` with per-row ``lengths``. ``B * H``
   blocks alone would leave most of a GPU idle (batch 1, 8 heads: 8 blocks), so the keys are also
   split into ``S`` chunks of at most ``DEC_CHUNK`` keys, one block each (split-K, "flash decoding"):
-  a block scores its chunk (one thread per key), takes the chunk's max and sum through shared
+  a block (up to ``DEC_T`` threads, about half the chunk's keys) scores its chunk, takes the chunk's
+  max and sum through shared
   memory, and accumulates its unnormalised output columns (coalesced V reads); ``_decode_combine``
   rescales the ``S`` partial results by their maxima and adds them. With ``S = 1`` the block writes
   the final row itself. Chunks past a row's length do nothing. Needs ``D <= DEC_DMAX``.
 
-Every kernel also writes each row's max and sum, from which ``_weights`` recomputes the normalised
+The statistics and split-K partials are per-thread scratch buffers (``_cuda.scratch``): a decode step
+allocates nothing. Every kernel also writes each row's max and sum, from which ``_weights`` recomputes the normalised
 weights when ``return_weights``.
 
 ``lengths`` may be a device array (a decode loop's per-row lengths that never leave the GPU): its
