@@ -20,7 +20,9 @@ minimum = maximum length, the end token banned until then):
 
 Batches 1 / 16 / 64; tok/s = generated tokens / wall time, the median of timed runs after one
 warm-up run (each batch runs at least ``--min-runs`` times and for at least ``--min-seconds``).
-Each engine's children time out after ``--timeout`` seconds (the table then says so). The id
+An engine's process times out after ``--timeout`` seconds (100; seqjit's, which compiles its kernels on
+first use, after twice that), or sooner to keep every engine within ``--budget`` (290 s) in all: the
+table keeps the rows it finished and says so. The id
 columns give the share of sources whose ids equal seqjit's (random weights make near-ties, where
 GPU and CPU float32 may legitimately differ).
 """
@@ -210,7 +212,9 @@ def engines_of(model: str) -> tuple:
 
 
 # -- one engine's process -----------------------------------------------------------------------------
-def child(engine: str, models: list, batches: list, quick: bool, min_runs: int, min_seconds: float) -> list:
+def child(engine: str, models: list, batches: list, quick: bool, min_runs: int, min_seconds: float,
+          save=lambda rows: None) -> list:
+    """Every (model, batch) of ``engine``; ``save(rows)`` after each (a timed-out child keeps its rows)."""
     rows = []
     for model in models:
         if engine not in engines_of(model):
@@ -233,18 +237,20 @@ def child(engine: str, models: list, batches: list, quick: bool, min_runs: int, 
             rows.append(dict(model=model, engine=engine, batch=batch, tok_s=batch * new / statistics.median(times),
                              runs=len(times), first_s=first_s, load_s=load_s, ids=ids))
             print(f"{engine} {model} batch {batch}: {rows[-1]['tok_s']:.0f} tok/s", file=sys.stderr, flush=True)
+            save(rows)
     return rows
 
 
-def run_engine(engine: str, args, tmp: Path) -> tuple[list, str]:
+def run_engine(engine: str, args, tmp: Path, limit: float) -> tuple[list, str]:
     out = tmp / f"{engine}.json"
     cmd = [sys.executable, __file__, "--child", engine, "--json", str(out), "--models", ",".join(args.models),
            "--batches", ",".join(map(str, args.batches)), "--min-runs", str(args.min_runs),
            "--min-seconds", str(args.min_seconds)] + (["--quick"] if args.quick else [])
+    timeout = min(limit, args.timeout if engine != "seqjit" else 2 * args.timeout)  # (seqjit compiles on first use)
     try:
-        done = subprocess.run(cmd, cwd=ROOT, timeout=args.timeout, capture_output=True, text=True)
+        done = subprocess.run(cmd, cwd=ROOT, timeout=timeout, capture_output=True, text=True)
     except subprocess.TimeoutExpired:
-        return [], f"timed out after {args.timeout} s"
+        return (json.loads(out.read_text()) if out.exists() else []), f"timed out after {timeout:.0f} s"
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["?"])[-1]
         return (json.loads(out.read_text()) if out.exists() else []), f"failed: {last[:120]}"
@@ -267,6 +273,10 @@ def available(engine: str) -> str:
     return ""
 
 
+def _rate(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.3g}"
+
+
 def table(rows: list, notes: dict, header: list) -> str:
     by = {(r["model"], r["engine"], r["batch"]): r for r in rows}
     models = sorted({r["model"] for r in rows}, key=lambda m: (m != "tiny", m.startswith("g2p"), m))
@@ -277,8 +287,8 @@ def table(rows: list, notes: dict, header: list) -> str:
             mine = by.get((model, "seqjit", batch))
             for peer in engines_of(model)[1:]:
                 theirs = by.get((model, peer, batch))
-                s = f"{mine['tok_s']:.0f}" if mine else notes.get("seqjit", "-")
-                p = f"{theirs['tok_s']:.0f}" if theirs else notes.get(peer, "-")
+                s = _rate(mine["tok_s"]) if mine else notes.get("seqjit", "-")
+                p = _rate(theirs["tok_s"]) if theirs else notes.get(peer, "-")
                 ratio = f"{mine['tok_s'] / theirs['tok_s']:.2f}x" if mine and theirs else "-"
                 same = "-"
                 if mine and theirs:
@@ -295,7 +305,8 @@ def main(argv=None) -> int:
     parser.add_argument("--engines", default="seqjit,transformers,torch,ctranslate2")
     parser.add_argument("--min-runs", type=int, default=3)
     parser.add_argument("--min-seconds", type=float, default=1.0)
-    parser.add_argument("--timeout", type=int, default=150, help="seconds per engine process")
+    parser.add_argument("--timeout", type=int, default=100, help="seconds per peer process (seqjit: twice that)")
+    parser.add_argument("--budget", type=float, default=290, help="seconds for every engine together")
     parser.add_argument("--out", default="")
     parser.add_argument("--child", default="", help=argparse.SUPPRESS)
     parser.add_argument("--json", default="", help=argparse.SUPPRESS)
@@ -309,26 +320,32 @@ def main(argv=None) -> int:
         args.models = [m for m in args.models if not m.startswith("g2p-")] or ["tiny"]
         args.min_runs, args.min_seconds = 1, 0.0
     if args.child:
-        rows = child(args.child, args.models, args.batches, args.quick, args.min_runs, args.min_seconds)
-        Path(args.json).write_text(json.dumps(rows))
+        child(args.child, args.models, args.batches, args.quick, args.min_runs, args.min_seconds,
+              lambda rows: Path(args.json).write_text(json.dumps(rows)))
         return 0
     t0 = time.perf_counter()
     rows, notes = [], {}
+    engines = [e for e in args.engines.split(",") if e]
     with tempfile.TemporaryDirectory() as tmp:
-        for engine in [e for e in args.engines.split(",") if e]:
+        for k, engine in enumerate(engines):
             why = "" if engine == "seqjit" else available(engine)
             if why:
                 notes[engine] = why
                 continue
             print(f"== {engine}", file=sys.stderr, flush=True)
-            got, note = run_engine(engine, args, Path(tmp))
+            left = args.budget - (time.perf_counter() - t0) - 30 * (len(engines) - k - 1)  # 30 s kept per engine to come
+            got, note = run_engine(engine, args, Path(tmp), max(30.0, left))
             rows += got
             if note:
                 notes[engine] = note
     from numba import cuda
 
     sim = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-    device = "CUDA simulator" if sim else str(cuda.get_current_device().name)
+    try:
+        name = cuda.get_current_device().name
+        device = "CUDA simulator" if sim else (name.decode() if isinstance(name, bytes) else str(name))
+    except Exception as exc:  # noqa: BLE001
+        device = f"no device ({exc})"
     header = [f"# seqjit decoding on the GPU ({'quick' if args.quick else 'full'} sizes)", "",
               f"device: {device}; greedy, tok/s = generated tokens / median wall time after a warm-up run; "
               f"total {time.perf_counter() - t0:.0f} s.", ""]
