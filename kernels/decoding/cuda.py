@@ -1,24 +1,23 @@
-"""numba.cuda greedy_argmax: one block per row, the greedy token chosen on the device.
+"""numba.cuda decoding-step kernels: greedy_argmax, the score processors and the greedy bookkeeping.
 
-A decode loop that keeps its logits on the GPU sends only the chosen ids back (``R`` int64 values,
-not ``R x V`` floats). Each of the ``T`` threads of a row's block (at most 256, about V / 8 for a small
-vocabulary) scans the columns ``j = tid + T i``
-(coalesced), skipping the forbidden ones (the end token while banned, and the suppressed ids, read
-from the device), and keeps its first NaN and its first largest score; the block then reduces the
-``T`` candidates through shared memory to the index numpy.argmax picks (see :mod:`spec`). Host
-arrays in -> host array out; a device array in -> device array out.
+``greedy_argmax``: one block per row, the greedy token chosen on the device. A decode loop that keeps
+its logits on the GPU sends only the chosen ids back (``R`` int64 values, not ``R x V`` floats). Each
+of the ``T`` threads of a row's block (at most 256, about V / 8 for a small vocabulary) scans the
+columns ``j = tid + T i`` (coalesced), skipping the forbidden ones (the end token while banned, and
+the suppressed ids, read from the device), and keeps its first NaN and its first largest score; the
+block then reduces the ``T`` candidates through shared memory to the index numpy.argmax picks (see
+:mod:`spec`). Host arrays in -> host array out; a device array in -> device array out.
+
+``ban_tokens``, ``repetition_penalty``, ``no_repeat_ngram`` (a thread per row and history) and
+``greedy_advance`` (a block per row when scores are kept: the log-softmax of the chosen token) work
+on device arrays in place; see :mod:`.reference`.
 """
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 from numba import cuda, float32, float64, int64
-
-with warnings.catch_warnings():  # numba's simulator defines its random module with nopython=False
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from numba.cuda.random import xoroshiro128p_uniform_float64
 
 from seqjit.kernels import _cuda
 
@@ -251,164 +250,3 @@ def greedy_advance(scores, tokens, eos_id, t, done, history, total=None):
         _advance_scored[rows, _cuda.row_threads(scores.shape[1], T)](
             scores, tokens, int(eos_id), int(t), done, history, total)
     return done
-
-
-# -- sampling (temperature, top-k, top-p), one block per row, on the device --------------------------
-SAMPLE_MAX_K = 64  # the largest top-k filter sampled on the device (its candidates are staged in shared memory)
-_SAMPLE_SHARED = 2048
-
-
-@cuda.jit
-def _sample(scores, inv_t, k, topp, states, out):
-    r = cuda.blockIdx.x
-    tid = cuda.threadIdx.x
-    nt = cuda.blockDim.x
-    vocab = scores.shape[1]
-    red = cuda.shared.array(T, float64)
-    sv = cuda.shared.array(_SAMPLE_SHARED, float64)
-    si = cuda.shared.array(_SAMPLE_SHARED, int64)
-    cnt_s = cuda.shared.array(T, int64)
-    cut = cuda.shared.array(2, float64)  # the kept set: (x, -j) >= (cut[0], -cut[1]) lexicographically
-    pick = cuda.shared.array(1, int64)
-    lv = cuda.local.array(SAMPLE_MAX_K, float64)
-    li = cuda.local.array(SAMPLE_MAX_K, int64)
-    # the row max (of scores / temperature, in float64 as the CPU sampler computes)
-    m = -math.inf
-    for j in range(tid, vocab, nt):
-        m = max(m, float64(scores[r, j]) * inv_t)
-    red[tid] = m
-    cuda.syncthreads()
-    step = nt // 2
-    while step > 0:
-        if tid < step:
-            red[tid] = max(red[tid], red[tid + step])
-        cuda.syncthreads()
-        step //= 2
-    m = red[0]
-    cuda.syncthreads()
-    if tid == 0:
-        cut[0] = -math.inf
-        cut[1] = float64(vocab)
-    if k > 0:  # the k best (value desc, index asc): each thread's list, then thread 0 merges
-        cnt = 0
-        for j in range(tid, vocab, nt):
-            x = float64(scores[r, j]) * inv_t
-            if cnt == k and not x > lv[k - 1]:
-                continue
-            p = cnt if cnt < k else k - 1
-            while p > 0 and x > lv[p - 1]:
-                lv[p] = lv[p - 1]
-                li[p] = li[p - 1]
-                p -= 1
-            lv[p] = x
-            li[p] = j
-            if cnt < k:
-                cnt += 1
-        for i in range(cnt):
-            sv[tid * k + i] = lv[i]
-            si[tid * k + i] = li[i]
-        cnt_s[tid] = cnt
-        cuda.syncthreads()
-        if tid == 0:
-            heads = cuda.local.array(T, int64)
-            for u in range(nt):
-                heads[u] = 0
-            total = 0.0  # the list's own mass (about the row max); top-p normalises over the kept set
-            n = 0
-            for o in range(k):
-                best = -1
-                for u in range(nt):
-                    h = heads[u]
-                    if h < cnt_s[u]:
-                        a, ia = sv[u * k + h], si[u * k + h]
-                        if best < 0:
-                            best = u
-                        else:
-                            b, ib = sv[best * k + heads[best]], si[best * k + heads[best]]
-                            if a > b or (a == b and ia < ib):
-                                best = u
-                if best < 0:
-                    break
-                lv[o] = sv[best * k + heads[best]]
-                li[o] = si[best * k + heads[best]]
-                heads[best] += 1
-                n += 1
-            # top-k: every score >= the k-th largest (ties included, as numpy.partition's threshold)
-            cut[0] = lv[n - 1]
-            cut[1] = float64(vocab)
-            if topp < 1.0:
-                for o in range(n):
-                    total += math.exp(lv[o] - m)
-                before = 0.0
-                for o in range(n):
-                    if o > 0 and before >= topp:
-                        break
-                    cut[0] = lv[o]
-                    cut[1] = float64(li[o])
-                    before += math.exp(lv[o] - m) / total
-    cuda.syncthreads()
-    # inverse CDF in vocabulary order over the kept set: each thread a contiguous chunk
-    chunk = (vocab + nt - 1) // nt
-    lo = tid * chunk
-    hi = min(vocab, lo + chunk)
-    s = 0.0
-    for j in range(lo, hi):
-        x = float64(scores[r, j]) * inv_t
-        if x > cut[0] or (x == cut[0] and j <= cut[1]):
-            s += math.exp(x - m)
-    red[tid] = s
-    cuda.syncthreads()
-    if tid == 0:
-        acc = 0.0
-        for u in range(nt):  # exclusive scan of the chunk sums
-            v = red[u]
-            red[u] = acc
-            acc += v
-        sv[0] = xoroshiro128p_uniform_float64(states, r) * acc
-        pick[0] = vocab - 1
-    cuda.syncthreads()
-    target = sv[0]
-    if lo < hi and red[tid] <= target:
-        c = red[tid]
-        for j in range(lo, hi):
-            x = float64(scores[r, j]) * inv_t
-            if x > cut[0] or (x == cut[0] and j <= cut[1]):
-                c += math.exp(x - m)
-                if c > target:
-                    cuda.atomic.min(pick, 0, j)
-                    break
-    cuda.syncthreads()
-    if tid == 0:
-        out[r] = pick[0]
-
-
-def sample_states(rows: int, seed=None):
-    """Device random states for ``rows`` sampled rows (xoroshiro128+); ``seed`` None: fresh entropy."""
-    from numba.cuda.random import create_xoroshiro128p_states
-
-    if seed is None:
-        seed = int(np.random.default_rng().integers(0, 2**63 - 1))
-    return create_xoroshiro128p_states(rows, seed=int(seed))
-
-
-def sample_rows(scores, *, temperature=1.0, topk=0, topp=1.0, states, out):
-    """One token per row of ``scores`` [R, V] (the processed scores, -inf where banned) drawn as
-    :func:`seqjit.decoding.processors.sample` draws it: ``scores / temperature``, then the top-k filter
-    (``0 < topk < V``; ties at the k-th value kept), then top-p (nucleus, over the scores sorted best
-    first, ties by index), then the inverse CDF of the kept scores' softmax in vocabulary order.
-    ``states``: :func:`sample_states` (one per row). On the device; ``out`` int64 [R] written.
-
-    Top-p needs a top-k filter of at most ``SAMPLE_MAX_K`` (the caller runs the host sampler otherwise);
-    a top-k of 1 - 64 is exact, except that under top-p, exact float ties with the k-th score beyond the
-    k listed ones are left out of the nucleus."""
-    rows, vocab = int(scores.shape[0]), int(scores.shape[1])
-    k = int(topk) if 0 < int(topk) < vocab else 0
-    if k > SAMPLE_MAX_K or (topp < 1.0 and k == 0):
-        raise ValueError(f"the device sampler takes top-k <= {SAMPLE_MAX_K} (and a top-k filter with top-p), "
-                         f"got topk={topk}, topp={topp}")
-    if rows:
-        nt = _cuda.row_threads(vocab, T)
-        if k:
-            nt = min(nt, _SAMPLE_SHARED // k)
-        _sample[rows, nt](scores, 1.0 / float(temperature), k, float(topp), states, out)
-    return out

@@ -1,7 +1,8 @@
 """The device-only kernels of the GPU path against their NumPy references: layout (strided copy,
 broadcast add, fill, row gather, views), the decoding processors and greedy bookkeeping (whose
-references are themselves checked against ``seqjit.decoding.processors``), and the beam-search step
-(chained over several steps, with ties, ended candidates and frozen sources)."""
+references are themselves checked against ``seqjit.decoding.processors``), the beam-search step
+(chained over several steps, with ties, ended candidates and frozen sources), and the sampler (its
+draws' frequencies against the CPU sampler's distribution)."""
 import numpy as np
 import pytest
 
@@ -22,13 +23,15 @@ def k():
     from seqjit.kernels.decoding import reference as dec_ref
     from seqjit.kernels.layout import cuda as lay_cuda
     from seqjit.kernels.layout import reference as lay_ref
+    from seqjit.kernels.sampling import cuda as samp_cuda
+    from seqjit.kernels.sampling import reference as samp_ref
 
     class K:
         pass
 
     ns = K()
-    ns.cu, ns.lay, ns.lay_ref, ns.dec, ns.dec_ref, ns.beam, ns.beam_ref = (
-        _cuda, lay_cuda, lay_ref, dec_cuda, dec_ref, beam_cuda, beam_ref)
+    ns.cu, ns.lay, ns.lay_ref, ns.dec, ns.dec_ref, ns.beam, ns.beam_ref, ns.samp, ns.samp_ref = (
+        _cuda, lay_cuda, lay_ref, dec_cuda, dec_ref, beam_cuda, beam_ref, samp_cuda, samp_ref)
     return ns
 
 
@@ -177,30 +180,12 @@ def test_beam_step_kernels_match_the_reference_over_several_steps(k):
 
 
 # -- sampling -------------------------------------------------------------------------------------------
-def _kept_probs(row, temperature, topk, topp):
-    """The distribution ``processors.sample`` draws from, computed exactly (float64)."""
-    x = row.astype(np.float64) / temperature
-    order = np.argsort(-x, kind="stable")
-    keep = np.zeros(x.shape[0], bool)
-    keep[order[:topk] if 0 < topk < x.shape[0] else order] = True
-    keep |= x >= x[order[topk - 1]] if 0 < topk < x.shape[0] else True
-    p = np.where(keep, np.exp(x - x.max()), 0.0)
-    p /= p.sum()
-    if topp < 1.0:
-        sp = p[order]
-        drop = np.cumsum(sp) - sp >= topp
-        drop[0] = False
-        p[order[drop]] = 0.0
-        p /= p.sum()
-    return p
-
-
 @pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning", "ignore::RuntimeWarning")  # the simulator's RNG set-up
 @pytest.mark.parametrize("temperature,topk,topp", [(0.7, 3, 1.0), (1.3, 0, 1.0), (1.0, 4, 0.6)])
 def test_sampler_draws_from_the_cpu_samplers_distribution(k, temperature, topk, topp):
     """Many rows of one score row: only tokens the CPU sampler can draw appear, at its frequencies."""
     row = np.array([1.0, 2.5, -np.inf, 2.5, 0.2, 1.8], np.float32)  # a tie, a banned token
-    want = _kept_probs(row, temperature, topk, topp)
+    want = k.samp_ref.distribution(row, temperature, topk, topp)
     from types import SimpleNamespace
 
     opts = SimpleNamespace(sampling_temperature=temperature, sampling_topk=topk, sampling_topp=topp)
@@ -208,14 +193,14 @@ def test_sampler_draws_from_the_cpu_samplers_distribution(k, temperature, topk, 
     np.testing.assert_allclose(np.bincount(cpu, minlength=row.shape[0]) / cpu.shape[0], want, atol=0.015)  # the CPU sampler
     rows, calls = 48, 6
     scores = k.cu.to_device(np.tile(row, (rows, 1)))
-    states = k.dec.sample_states(rows, seed=11)
+    states = k.samp.sample_states(rows, seed=11)
     out = k.cu.device_empty((rows,), np.int64)
-    draws = np.concatenate([k.dec.sample_rows(scores, temperature=temperature, topk=topk, topp=topp, states=states,
+    draws = np.concatenate([k.samp.sample_rows(scores, temperature=temperature, topk=topk, topp=topp, states=states,
                                               out=out).copy_to_host() for _ in range(calls)])
     counts = np.bincount(draws, minlength=row.shape[0]) / draws.shape[0]
     assert set(np.flatnonzero(counts)) <= set(np.flatnonzero(want))
     sigma = np.sqrt(want * (1 - want) / draws.shape[0])
     assert np.all(np.abs(counts - want) <= 4 * sigma + 1e-9), (counts, want)
-    again = k.dec.sample_rows(scores, temperature=temperature, topk=topk, topp=topp,
-                              states=k.dec.sample_states(rows, seed=11), out=out).copy_to_host()
+    again = k.samp.sample_rows(scores, temperature=temperature, topk=topk, topp=topp,
+                              states=k.samp.sample_states(rows, seed=11), out=out).copy_to_host()
     np.testing.assert_array_equal(again, draws[:rows])  # seeded: reproducible

@@ -7,7 +7,7 @@ alone). Greedy search, sampling and beam search run on the device (:mod:`seqjit.
 asked) come back. What the device loops do not cover runs the CPU decoding loops on the device
 model, whose ``step`` then brings each step's logits to the host: a ``callback``, beam search with
 ``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, and sampling with a top-k
-above :data:`~seqjit.kernels.decoding.cuda.SAMPLE_MAX_K` or top-p without a top-k filter.
+above :data:`~seqjit.kernels.sampling.cuda.SAMPLE_MAX_K` or top-p without a top-k filter.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from seqjit.decoding import api
 from seqjit.decoding.beam import beam_search as host_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
 from seqjit.decoding.limits import check_max_length
-from seqjit.kernels.decoding.cuda import SAMPLE_MAX_K
+from seqjit.kernels.sampling.cuda import SAMPLE_MAX_K
 
 from .beam import MAX_BEAM, beam_search
 from .greedy import greedy_search

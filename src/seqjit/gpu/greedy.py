@@ -5,7 +5,7 @@ are on (repetition penalty, no-repeat n-grams) update a device copy of the logit
 the suppressed ids and (before ``min_length``) the end token banned when scores are asked for or
 sampling; the greedy token of every row is picked on the device
 (:func:`~seqjit.kernels.decoding.cuda.greedy_argmax`, written into the next step's input), or drawn
-there (:func:`~seqjit.kernels.decoding.cuda.sample_rows`: temperature, top-k, top-p, a device random
+there (:func:`~seqjit.kernels.sampling.cuda.sample_rows`: temperature, top-k, top-p, a device random
 generator seeded by ``seed``: the draws are not numpy's, so sampled ids differ from the CPU's); :func:`~seqjit.kernels.decoding.cuda.greedy_advance` records it
 (and adds its log-probability to the row's score). Then the ``B`` ids come to the host, the one
 transfer of a step: the host keeps each row's ids and stops when every row has ended. Finished rows
@@ -20,6 +20,7 @@ from seqjit.decoding.results import GenerationResult
 from seqjit.kernels import _cuda
 from seqjit.kernels.decoding import cuda as dk
 from seqjit.kernels.layout import cuda as layout
+from seqjit.kernels.sampling import cuda as sampling
 
 
 def greedy_search(model, state, options, suppressed: tuple):
@@ -28,7 +29,7 @@ def greedy_search(model, state, options, suppressed: tuple):
     batch, eos, max_len = state.batch, model.eos_id, options.max_length
     want_scores, want_attn = options.return_scores, options.return_attention
     processed = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size > 0 or options.sampling
-    states = dk.sample_states(batch, options.seed) if options.sampling else None
+    states = sampling.sample_states(batch, options.seed) if options.sampling else None
     sup = runtime.suppressed(suppressed)
     tokens = layout.fill(_cuda.device_empty((batch,), np.int64), model.decoder_start_id)
     history = _cuda.device_empty((batch, max_len), np.int64)
@@ -52,8 +53,8 @@ def greedy_search(model, state, options, suppressed: tuple):
                 dk.no_repeat_ngram(scores, model.decoder_start_id, history, t, options.no_repeat_ngram_size)
             dk.ban_tokens(scores, sup, ban)
             if options.sampling:
-                dk.sample_rows(scores, temperature=options.sampling_temperature, topk=options.sampling_topk,
-                               topp=options.sampling_topp, states=states, out=tokens)
+                sampling.sample_rows(scores, temperature=options.sampling_temperature, topk=options.sampling_topk,
+                                     topp=options.sampling_topp, states=states, out=tokens)
             else:
                 dk.greedy_argmax(scores, suppressed=runtime.suppressed(()), out=tokens)
         else:
