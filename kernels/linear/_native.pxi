@@ -46,6 +46,7 @@ cdef extern from "native_team.h" nogil:  # src/seqjit/graph/native_team.h: the c
     void sj_team_leave()
     int sj_team_run(sj_team_fn fn, void *ctx)
     void sj_team_counts(long long *out)
+    void sj_team_forgive()
 
 
 cdef struct _LinearJob:

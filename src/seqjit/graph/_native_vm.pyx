@@ -111,10 +111,16 @@ cdef class Program:
     cdef object exc
     cdef int team_nt        # what a team-splittable instruction runs with: TEAM while held, else 1
     cdef readonly int team_nodes  # instructions planned for the team (threads == 2)
+    # whether the team pays for this program, measured: running means of its run time with the team
+    # and alone (seconds), and its runs at 2+ threads (every 8th tries the other way)
+    cdef readonly double mean_team, mean_solo
+    cdef long long held_runs
 
     def __cinit__(self):
         self.team_nt = 1
         self.team_nodes = 0
+        self.mean_team = self.mean_solo = 0
+        self.held_runs = 0
         self.code = NULL
         self.n = self.cap = 0
         self.bound = NULL
@@ -214,22 +220,57 @@ cdef class Program:
         cdef int rc, team
         with nogil:
             team = self._hold_team(nthreads)
-            rc = self._run(nthreads)
+            rc = self._run_held(nthreads, team)
             self._free_team(team)
         if rc:
             self.raise_error()
 
     cdef int _hold_team(self, int nthreads) noexcept nogil:
-        """Take the team of two (native_team.h) for this run when it pays: 2+ threads and some
-        instruction planned for it; 1 when taken."""
+        """How this run goes: 1 with the team of two (native_team.h, taken here), 2 alone by choice
+        (timed, to compare), 0 alone (1 thread, nothing planned for the team, or the team is busy or
+        backing off). With 2+ threads the program uses whichever of team and alone has been faster
+        for it (a second core shared with other tenants of the host, or the two cores being threads
+        of one, can make the split slower than one thread), trying the other way every 8th run;
+        the first run goes alone. Alone, the worker is not woken."""
+        cdef int team
         sj_team_enter()
-        if nthreads < 2 or self.team_nodes == 0 or not sj_team_acquire():
+        if nthreads < 2 or self.team_nodes == 0:
+            return 0
+        self.held_runs += 1
+        if self.mean_solo == 0:
+            team = 0
+        elif self.mean_team == 0:
+            team = 1
+        else:
+            team = self.mean_team <= self.mean_solo
+            if self.held_runs % 8 == 0:
+                team = not team
+        if not team:
+            return 2
+        if not sj_team_acquire():
             return 0
         self.team_nt = TEAM
         return 1
 
+    cdef int _run_held(self, int nthreads, int mode) noexcept nogil:
+        """``_run`` in ``mode`` (see _hold_team), timed into the program's means when it compares."""
+        cdef int rc
+        cdef timespec t0, t1
+        cdef double dt
+        if mode == 0:
+            return self._run(nthreads)
+        clock_gettime(CLOCK_MONOTONIC, &t0)
+        rc = self._run(nthreads)
+        clock_gettime(CLOCK_MONOTONIC, &t1)
+        dt = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9
+        if mode == 1:
+            self.mean_team = dt if self.mean_team == 0 else 0.75 * self.mean_team + 0.25 * dt
+        else:
+            self.mean_solo = dt if self.mean_solo == 0 else 0.75 * self.mean_solo + 0.25 * dt
+        return rc
+
     cdef void _free_team(self, int held) noexcept nogil:
-        if held:
+        if held == 1:
             self.team_nt = 1
             sj_team_release()
         sj_team_leave()
@@ -422,7 +463,7 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
         team = step._hold_team(nthreads)
         writeback.team_nt = step.team_nt
         for t in range(start, T):
-            rc = step._run(nthreads)
+            rc = step._run_held(nthreads, team)
             if rc:
                 break
             alive = 0
@@ -474,3 +515,9 @@ def team_counts():
     cdef long long out[3]
     sj_team_counts(out)
     return int(out[0]), int(out[1]), int(out[2])
+
+
+def team_forgive():
+    """Forget a back-off of the team of two (it steps back for 50 ms after a preempted worker), for
+    tests that need it now."""
+    sj_team_forgive()

@@ -148,6 +148,12 @@ static int sj_team_acquire(void) {
     return 1;
 }
 
+/* forget a back-off (tests) */
+static void sj_team_forgive(void) {
+    __atomic_store_n(&sj_team.backoff_until, 0, __ATOMIC_RELEASE);
+    sj_team.recent_items = sj_team.recent_steals = 0;
+}
+
 /* items published, parts the caller took back (the worker was not there in time), long waits */
 static void sj_team_counts(long long *out) {
     out[0] = sj_team.items;
