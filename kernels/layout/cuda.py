@@ -36,48 +36,46 @@ def as4(x):
     return _cuda.strided(x, (1,) * pad + tuple(shape), (0,) * pad + tuple(strides))
 
 
+@cuda.jit(device=True, inline=True)
+def _index4(i, B, C, D):
+    """Flat index ``i`` of a C-ordered [A, B, C, D] array -> its (a, b, c, d)."""
+    d = i % D
+    r = i // D
+    c = r % C
+    r //= C
+    return r // B, r % B, c, d
+
+
 @cuda.jit(cache=False)
 def _copy4(src, dst):
     A, B, C, D = dst.shape
     for i in range(cuda.grid(1), A * B * C * D, cuda.gridsize(1)):
-        d = i % D
-        r = i // D
-        c = r % C
-        r //= C
-        dst[r // B, r % B, c, d] = src[r // B, r % B, c, d]
+        a, b_, c, d = _index4(i, B, C, D)
+        dst[a, b_, c, d] = src[a, b_, c, d]
 
 
 @cuda.jit(cache=False)
-def _add4(a, b, out):
+def _add4(x, y, out):
     A, B, C, D = out.shape
     for i in range(cuda.grid(1), A * B * C * D, cuda.gridsize(1)):
-        d = i % D
-        r = i // D
-        c = r % C
-        r //= C
-        out[r // B, r % B, c, d] = a[r // B, r % B, c, d] + b[r // B, r % B, c, d]
+        a, b_, c, d = _index4(i, B, C, D)
+        out[a, b_, c, d] = x[a, b_, c, d] + y[a, b_, c, d]
 
 
 @cuda.jit(cache=False)
 def _fill4(out, value):
     A, B, C, D = out.shape
     for i in range(cuda.grid(1), A * B * C * D, cuda.gridsize(1)):
-        d = i % D
-        r = i // D
-        c = r % C
-        r //= C
-        out[r // B, r % B, c, d] = value
+        a, b_, c, d = _index4(i, B, C, D)
+        out[a, b_, c, d] = value
 
 
 @cuda.jit(cache=False)
 def _gather4(src, index, dst):
     A, B, C, D = dst.shape
     for i in range(cuda.grid(1), A * B * C * D, cuda.gridsize(1)):
-        d = i % D
-        r = i // D
-        c = r % C
-        r //= C
-        dst[r // B, r % B, c, d] = src[index[r // B], r % B, c, d]
+        a, b_, c, d = _index4(i, B, C, D)
+        dst[a, b_, c, d] = src[index[a], b_, c, d]
 
 
 def _check_shapes(name_a, a, name_b, b):

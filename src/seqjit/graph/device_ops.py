@@ -18,7 +18,7 @@ import numpy as np
 
 from seqjit.errors import GraphError
 from seqjit.graph.ops import get_op
-from seqjit.graph.ops.layout_ops import _step_index
+from seqjit.graph.ops.layout_ops import _row_at_make, _step_index
 from seqjit.kernels import _cuda
 from seqjit.kernels.layout import cuda as layout
 
@@ -181,16 +181,6 @@ def _position_rows(ctx):
     return lambda table, ids: table[offset:offset + length]
 
 
-def _position_at(ctx):
-    offset, p = int(ctx.attrs["offset"]), ctx.in_specs[0].shape[0]
-
-    def position_at(table, step):
-        t = _step_index(step, p - offset, "max_positions of the model") + offset
-        return table[t:t + 1]
-
-    return position_at
-
-
 def _kv_write(ctx):
     b, h, t_max, d = ctx.in_specs[0].shape
 
@@ -215,7 +205,7 @@ def _select_first_step(ctx):
 _LAYOUT = {
     "identity": _identity, "reshape": _reshape, "split_heads": _split_heads, "merge_heads": _merge_heads,
     "slice_last": _slice_last, "transpose": _transpose, "concat": _concat, "stack": _stack, "add": _add,
-    "position_rows": _position_rows, "position_at": _position_at, "kv_write": _kv_write,
+    "position_rows": _position_rows, "position_at": _row_at_make, "kv_write": _kv_write,
     "step_lengths": _step_lengths, "select_first_step": _select_first_step,
 }
 _SPECIAL = {"embedding": _embedding, "gru": _recurrent("gru"), "lstm": _recurrent("lstm")}
