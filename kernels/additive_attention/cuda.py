@@ -13,6 +13,7 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
+from seqjit.kernels._cuda_reduce import block_max, block_sum
 
 from . import spec
 
@@ -46,24 +47,6 @@ def _scores(qp, keys_proj, v, lengths, scores):
             scores[b, j] = e
 
 
-@cuda.jit(device=True, inline=True)
-def _block_reduce(buf, tid, value, use_max):
-    buf[tid] = value
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if tid < step:
-            if use_max:
-                buf[tid] = max(buf[tid], buf[tid + step])
-            else:
-                buf[tid] += buf[tid + step]
-        cuda.syncthreads()
-        step //= 2
-    result = buf[0]
-    cuda.syncthreads()
-    return result
-
-
 @cuda.jit(cache=False)
 def _softmax_context(scores, keys, lengths, weights, context):
     b = cuda.blockIdx.x
@@ -76,11 +59,11 @@ def _softmax_context(scores, keys, lengths, weights, context):
     m = -math.inf
     for j in range(tid, n, nt):
         m = max(m, scores[b, j])
-    m = _block_reduce(buf, tid, m, True)
+    m = block_max(buf, tid, m)
     s = float32(0.0)
     for j in range(tid, n, nt):
         s += math.exp(scores[b, j] - m)
-    total = _block_reduce(buf, tid, s, False)
+    total = block_sum(buf, tid, s)
     inv = float32(1.0) / total if n > 0 else float32(0.0)
     for j in range(tid, L, nt):
         weights[b, j] = math.exp(scores[b, j] - m) * inv if j < n else float32(0.0)

@@ -40,6 +40,7 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
+from seqjit.kernels._cuda_reduce import block_max, block_sum
 
 from . import spec
 
@@ -160,29 +161,12 @@ def _rowwise(q, k, v, lengths, causal, scale, out, mstat, lstat):
             for d in range(D):
                 s += q[b, h, i, d] * k[b, h, j, d]
             s *= scale
-        buf[tid] = s
-        cuda.syncthreads()
-        step = nt // 2
-        while step > 0:  # block max of this chunk
-            if tid < step and buf[tid + step] > buf[tid]:
-                buf[tid] = buf[tid + step]
-            cuda.syncthreads()
-            step //= 2
-        mx = max(m, buf[0])
-        cuda.syncthreads()
+        mx = max(m, block_max(buf, tid, s))  # block max of this chunk
         alpha = math.exp(m - mx) if mx > m else float32(1)
         m = mx
         p = math.exp(s - m) if j < nv else float32(0)
         ps[tid] = p
-        buf[tid] = p
-        cuda.syncthreads()
-        step = nt // 2
-        while step > 0:  # block sum of this chunk
-            if tid < step:
-                buf[tid] += buf[tid + step]
-            cuda.syncthreads()
-            step //= 2
-        total = total * alpha + buf[0]
+        total = total * alpha + block_sum(buf, tid, p)  # block sum of this chunk (ps[] visible after its barriers)
         n = min(nt, nv - j0)
         for u in range(_OUT_PER_THREAD):
             d = tid + u * nt
@@ -231,30 +215,13 @@ def _decode(q, k, v, lengths, causal, scale, chunk, out, mstat, lstat, pacc, pm,
             t += qs[d] * k[b, h, j0 + jj, d]
         sc[jj] = t
         mx = max(mx, t)
-    red[tid] = mx
-    cuda.syncthreads()
-    step = nt // 2
-    while step > 0:  # the chunk's max
-        if tid < step and red[tid + step] > red[tid]:
-            red[tid] = red[tid + step]
-        cuda.syncthreads()
-        step //= 2
-    m = red[0]
-    cuda.syncthreads()
+    m = block_max(red, tid, mx)  # the chunk's max (sc[] visible after its barriers)
     psum = float32(0)
     for jj in range(tid, n, nt):
         e = math.exp(sc[jj] - m)
         sc[jj] = e
         psum += e
-    red[tid] = psum
-    cuda.syncthreads()
-    step = nt // 2
-    while step > 0:  # the chunk's sum
-        if tid < step:
-            red[tid] += red[tid + step]
-        cuda.syncthreads()
-        step //= 2
-    total = red[0]
+    total = block_sum(red, tid, psum)  # the chunk's sum
     inv = float32(0) if total == 0 else float32(1) / total
     for d in range(tid, Dv, nt):  # consecutive threads: consecutive columns of V
         a = float32(0)

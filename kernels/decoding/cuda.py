@@ -20,6 +20,7 @@ import numpy as np
 from numba import cuda, float32, float64, int64
 
 from seqjit.kernels import _cuda
+from seqjit.kernels._cuda_reduce import block_sum
 
 from . import spec
 
@@ -220,18 +221,11 @@ def _advance_scored(scores, tokens, eos_id, t, done, history, total):
     s = float32(0.0)
     for j in range(tid, vocab, nt):
         s += math.exp(scores[r, j] - m)
-    buf[tid] = s
-    cuda.syncthreads()
-    step = nt // 2
-    while step > 0:
-        if tid < step:
-            buf[tid] += buf[tid + step]
-        cuda.syncthreads()
-        step //= 2
+    s = block_sum(buf, tid, s)
     if tid == 0:
         tok = tokens[r]
         if done[r] == 0:
-            lse = math.log(buf[0]) if buf[0] > 0 else _NEG_INF  # log 0 (the simulator's math.log would raise)
+            lse = math.log(s) if s > 0 else _NEG_INF  # log 0 (the simulator's math.log would raise)
             total[r] += float64((scores[r, tok] - m) - lse)
         history[r, t] = tok
         if tok == eos_id:

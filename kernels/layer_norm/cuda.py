@@ -13,27 +13,12 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
+from seqjit.kernels._cuda_reduce import block_sum as _block_sum
 
 from . import spec
 
 _THREADS = 128
 _dummy = None  # a device [1] array standing in for an absent weight or bias (made once)
-
-
-@cuda.jit(device=True, inline=True)
-def _block_sum(buf, tid, value):
-    """Sum of ``value`` over the block's threads (every thread gets it)."""
-    buf[tid] = value
-    cuda.syncthreads()
-    step = cuda.blockDim.x // 2
-    while step > 0:
-        if tid < step:
-            buf[tid] += buf[tid + step]
-        cuda.syncthreads()
-        step //= 2
-    total = buf[0]
-    cuda.syncthreads()
-    return total
 
 
 @cuda.jit(cache=False)

@@ -17,6 +17,7 @@ import numpy as np
 from numba import cuda, float64, int64
 
 from seqjit.kernels import _cuda
+from seqjit.kernels._cuda_reduce import block_max
 
 with warnings.catch_warnings():  # numba's simulator defines its random module with nopython=False
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -46,16 +47,7 @@ def _sample(scores, inv_t, k, topp, states, out):
     m = -math.inf
     for j in range(tid, vocab, nt):
         m = max(m, float64(scores[r, j]) * inv_t)
-    red[tid] = m
-    cuda.syncthreads()
-    step = nt // 2
-    while step > 0:
-        if tid < step:
-            red[tid] = max(red[tid], red[tid + step])
-        cuda.syncthreads()
-        step //= 2
-    m = red[0]
-    cuda.syncthreads()
+    m = block_max(red, tid, m)
     if tid == 0:
         cut[0] = -math.inf
         cut[1] = float64(vocab)

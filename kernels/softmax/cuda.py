@@ -16,6 +16,7 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
+from seqjit.kernels._cuda_reduce import block_max, block_sum
 
 from . import spec
 
@@ -35,30 +36,14 @@ def _softmax_rows(x, mask, has_mask, out, use_log):
     for j in range(tid, n, nt):
         if (not has_mask or mask[r, j]) and x[r, j] > m:
             m = x[r, j]
-    buf[tid] = m
-    cuda.syncthreads()
-    step = nt // 2
-    while step > 0:
-        if tid < step and buf[tid + step] > buf[tid]:
-            buf[tid] = buf[tid + step]
-        cuda.syncthreads()
-        step //= 2
-    m = buf[0]
-    cuda.syncthreads()
+    m = block_max(buf, tid, m)
     if m == math.inf or m == -math.inf:  # (the same branch in every thread of the block)
         found = 0.0
         for j in range(tid, n, nt):
             if (not has_mask or mask[r, j]) and x[r, j] != x[r, j]:
                 found = 1.0
-        buf[tid] = found
-        cuda.syncthreads()
-        step = nt // 2
-        while step > 0:
-            if tid < step and buf[tid + step] > buf[tid]:
-                buf[tid] = buf[tid + step]
-            cuda.syncthreads()
-            step //= 2
-        value = math.nan if (m == math.inf or buf[0] > 0) else (-math.inf if use_log else 0.0)
+        found = block_max(buf, tid, found)
+        value = math.nan if (m == math.inf or found > 0) else (-math.inf if use_log else 0.0)
         for j in range(tid, n, nt):
             out[r, j] = value
         return
@@ -67,15 +52,7 @@ def _softmax_rows(x, mask, has_mask, out, use_log):
     for j in range(tid, n, nt):
         if not has_mask or mask[r, j]:
             s += math.exp(x[r, j] - m)
-    buf[tid] = s
-    cuda.syncthreads()
-    step = nt // 2
-    while step > 0:
-        if tid < step:
-            buf[tid] += buf[tid + step]
-        cuda.syncthreads()
-        step //= 2
-    total = buf[0]
+    total = block_sum(buf, tid, s)
     if total != total:  # a kept NaN
         for j in range(tid, n, nt):
             out[r, j] = math.nan
