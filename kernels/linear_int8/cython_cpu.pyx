@@ -54,11 +54,17 @@ def use_isa(name) -> str:
     """Use the path ``name`` (or the best this CPU has, for None); a path the CPU lacks falls back to
     the best one below it. Returns the name of the path now in use (tests run every path this way)."""
     global _isa
+    _isa = isa_code(name)
+    return isa()
+
+
+def isa_code(name) -> int:
+    """The code of path ``name`` as this CPU can run it (None: its best; a path it lacks: the best
+    one below it); ValueError for an unknown name. Shared with kernels/rnn_int8."""
     codes = {v: k for k, v in ISA_NAMES.items()}
     if name is not None and name not in codes:
         raise ValueError(f"isa must be one of {', '.join(map(repr, codes))} or None, got {name!r}")
-    _isa = sjq_detect() if name is None else sjq_clamp_isa(codes[name])
-    return isa()
+    return sjq_detect() if name is None else sjq_clamp_isa(codes[name])
 
 
 cdef void _block(int isa, const int8_t* qx, const int32_t* xsum, const float* xs, long M, long K,

@@ -15,6 +15,7 @@ from libc.string cimport memcpy, memset
 from cython.parallel cimport prange
 
 from seqjit.kernels._threads import get_num_threads
+from seqjit.kernels.linear_int8 import cython_cpu as _linear_int8
 
 from . import spec
 
@@ -34,7 +35,7 @@ cdef extern from "../linear_int8/_qgemm.h" nogil:
 #: a step's hidden product (B * G*H * H multiply-adds) above this uses OpenMP threads
 PARALLEL_MACS = 1 << 20
 
-ISA_NAMES = {SJQ_PORTABLE: "portable", SJQ_AVX2: "avx2", SJQ_VNNI: "avx512_vnni"}
+ISA_NAMES = _linear_int8.ISA_NAMES
 cdef int _isa = sjq_detect()
 
 
@@ -47,10 +48,7 @@ def use_isa(name) -> str:
     """Use the path ``name`` (None: the best this CPU has; a path it lacks falls back to the best
     below it), as ``linear_int8.cython_cpu.use_isa``; returns the path now in use."""
     global _isa
-    codes = {v: k for k, v in ISA_NAMES.items()}
-    if name is not None and name not in codes:
-        raise ValueError(f"isa must be one of {', '.join(map(repr, codes))} or None, got {name!r}")
-    _isa = sjq_detect() if name is None else sjq_clamp_isa(codes[name])
+    _isa = _linear_int8.isa_code(name)
     return isa()
 
 
