@@ -91,6 +91,23 @@ def _sigmoid(x):
     return float32(1.0) / (float32(1.0) + math.exp(-x))
 
 
+@cuda.jit(device=True, inline=True)
+def gru_unit(r_pre, z_pre, xn, hn, h):
+    """h' of one GRU unit from its gate pre-activations (input + hidden projections, biases
+    included; the n gate's input part ``xn`` and hidden part ``hn`` apart) and its state ``h``."""
+    r = _sigmoid(r_pre)
+    z = _sigmoid(z_pre)
+    n = math.tanh(xn + r * hn)
+    return n + z * (h - n)
+
+
+@cuda.jit(device=True, inline=True)
+def lstm_unit(i_pre, f_pre, g_pre, o_pre, c):
+    """(h', c') of one LSTM unit from its four gate pre-activations and its cell state ``c``."""
+    cn = _sigmoid(f_pre) * c + _sigmoid(i_pre) * math.tanh(g_pre)
+    return _sigmoid(o_pre) * math.tanh(cn), cn
+
+
 @cuda.jit(cache=False)
 def _gates(xp, hh, bx, bh, hs, src, cs, lens, order, s, reverse, lstm, out, col, nact):
     """Fused gate math for running row i < nact and unit j; writes hs[1 - src], cs and out."""
@@ -105,18 +122,13 @@ def _gates(xp, hh, bx, bh, hs, src, cs, lens, order, s, reverse, lstm, out, col,
     t = lens[i] - 1 - s if reverse else s
     xr = t * B + row
     if lstm:
-        ig = _sigmoid(xp[xr, j] + bx[j] + hh[i, j] + bh[j])
-        fg = _sigmoid(xp[xr, H + j] + bx[H + j] + hh[i, H + j] + bh[H + j])
-        gg = math.tanh(xp[xr, 2 * H + j] + bx[2 * H + j] + hh[i, 2 * H + j] + bh[2 * H + j])
-        og = _sigmoid(xp[xr, 3 * H + j] + bx[3 * H + j] + hh[i, 3 * H + j] + bh[3 * H + j])
-        c = fg * cs[i, j] + ig * gg
-        cs[i, j] = c
-        v = og * math.tanh(c)
+        v, cs[i, j] = lstm_unit(xp[xr, j] + bx[j] + hh[i, j] + bh[j],
+                                xp[xr, H + j] + bx[H + j] + hh[i, H + j] + bh[H + j],
+                                xp[xr, 2 * H + j] + bx[2 * H + j] + hh[i, 2 * H + j] + bh[2 * H + j],
+                                xp[xr, 3 * H + j] + bx[3 * H + j] + hh[i, 3 * H + j] + bh[3 * H + j], cs[i, j])
     else:
-        r = _sigmoid(xp[xr, j] + bx[j] + hh[i, j] + bh[j])
-        z = _sigmoid(xp[xr, H + j] + bx[H + j] + hh[i, H + j] + bh[H + j])
-        n = math.tanh(xp[xr, 2 * H + j] + bx[2 * H + j] + r * (hh[i, 2 * H + j] + bh[2 * H + j]))
-        v = n + z * (hs[src, i, j] - n)
+        v = gru_unit(xp[xr, j] + bx[j] + hh[i, j] + bh[j], xp[xr, H + j] + bx[H + j] + hh[i, H + j] + bh[H + j],
+                     xp[xr, 2 * H + j] + bx[2 * H + j], hh[i, 2 * H + j] + bh[2 * H + j], hs[src, i, j])
     hs[1 - src, i, j] = v
     out[t, row, col + j] = v
 
@@ -273,18 +285,12 @@ def _cell_gates(xp, hh, h, c, has_h, has_c, lstm, h_out, c_out):
     i = idx // H
     j = idx - i * H
     if lstm:
-        ig = _sigmoid(xp[i, j] + hh[i, j])
-        fg = _sigmoid(xp[i, H + j] + hh[i, H + j])
-        gg = math.tanh(xp[i, 2 * H + j] + hh[i, 2 * H + j])
-        og = _sigmoid(xp[i, 3 * H + j] + hh[i, 3 * H + j])
-        cv = fg * (c[i, j] if has_c else float32(0.0)) + ig * gg
-        c_out[i, j] = cv
-        h_out[i, j] = og * math.tanh(cv)
+        h_out[i, j], c_out[i, j] = lstm_unit(xp[i, j] + hh[i, j], xp[i, H + j] + hh[i, H + j],
+                                             xp[i, 2 * H + j] + hh[i, 2 * H + j], xp[i, 3 * H + j] + hh[i, 3 * H + j],
+                                             c[i, j] if has_c else float32(0.0))
     else:
-        r = _sigmoid(xp[i, j] + hh[i, j])
-        z = _sigmoid(xp[i, H + j] + hh[i, H + j])
-        n = math.tanh(xp[i, 2 * H + j] + r * hh[i, 2 * H + j])
-        h_out[i, j] = n + z * ((h[i, j] if has_h else float32(0.0)) - n)
+        h_out[i, j] = gru_unit(xp[i, j] + hh[i, j], xp[i, H + j] + hh[i, H + j], xp[i, 2 * H + j], hh[i, 2 * H + j],
+                               h[i, j] if has_h else float32(0.0))
 
 
 def _cell(mode, x, h, c, w_ih, w_hh, b_ih, b_hh, out):

@@ -10,20 +10,15 @@ seqjit.kernels._cuda).
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
-from numba import cuda, float32
+from numba import cuda
 
 from seqjit.kernels import _cuda
 from seqjit.kernels.linear_int8.cuda import _DUMMY, _linear, _matmul, _quantize_rows
 
+from seqjit.kernels.rnn.cuda import gru_unit, lstm_unit
+
 from . import spec
-
-
-@cuda.jit(device=True, inline=True)
-def _sigmoid(x):
-    return float32(1.0) / (float32(1.0) + math.exp(-x))
 
 
 @cuda.jit(cache=False)
@@ -39,18 +34,11 @@ def _gates(xg, hg, h, c, lengths, s, reverse, lstm, out):
         return
     t = lengths[b] - 1 - s if reverse else s
     if lstm:
-        i = _sigmoid(xg[b, t, j] + hg[b, j])
-        f = _sigmoid(xg[b, t, H + j] + hg[b, H + j])
-        g = math.tanh(xg[b, t, 2 * H + j] + hg[b, 2 * H + j])
-        o = _sigmoid(xg[b, t, 3 * H + j] + hg[b, 3 * H + j])
-        cn = f * c[b, j] + i * g
-        c[b, j] = cn
-        v = o * math.tanh(cn)
+        v, c[b, j] = lstm_unit(xg[b, t, j] + hg[b, j], xg[b, t, H + j] + hg[b, H + j],
+                               xg[b, t, 2 * H + j] + hg[b, 2 * H + j], xg[b, t, 3 * H + j] + hg[b, 3 * H + j], c[b, j])
     else:
-        r = _sigmoid(xg[b, t, j] + hg[b, j])
-        z = _sigmoid(xg[b, t, H + j] + hg[b, H + j])
-        n = math.tanh(xg[b, t, 2 * H + j] + r * hg[b, 2 * H + j])
-        v = (float32(1.0) - z) * n + z * h[b, j]
+        v = gru_unit(xg[b, t, j] + hg[b, j], xg[b, t, H + j] + hg[b, H + j], xg[b, t, 2 * H + j], hg[b, 2 * H + j],
+                     h[b, j])
     h[b, j] = v
     out[b, t, j] = v
 
