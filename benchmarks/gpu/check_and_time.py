@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
 import time
 import traceback
+from pathlib import Path
 
 import numpy as np
 
 from seqjit import kernels
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_timing import device_name, median_ms  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
@@ -138,18 +141,6 @@ def _map(obj, fn):
     return obj
 
 
-def _median_ms(fn, repeat, sync):
-    fn()
-    sync()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
-
-
 def _fmt(v, digits=3):
     if v is None:
         return "-"
@@ -198,21 +189,21 @@ def run(ops, quick, repeat, log):
                 cuda_fn(*dargs, **dkw)
             except Exception:  # noqa: BLE001 - some ops take host arrays only
                 dargs, dkw, row["io"] = args, kwargs, "host"
-            row["cuda_ms"] = _median_ms(lambda: cuda_fn(*dargs, **dkw), repeat, cuda.synchronize)
+            row["cuda_ms"] = median_ms(lambda: cuda_fn(*dargs, **dkw), repeat, cuda.synchronize)
         except Exception as exc:  # noqa: BLE001
             row["status"] = f"error ({type(exc).__name__}: {str(exc)[:80]})"
             log(traceback.format_exc())
             continue
         try:
             numba_fn = kernels.get(op, backend="numba")
-            row["numba_ms"] = _median_ms(lambda: numba_fn(*args, **kwargs), repeat, lambda: None)
+            row["numba_ms"] = median_ms(lambda: numba_fn(*args, **kwargs), repeat, lambda: None)
         except Exception as exc:  # noqa: BLE001
             row["numba_ms"] = f"error: {type(exc).__name__}"
         if torch_cuda and peer is not None:
             try:
                 targs = _map(args, lambda a: torch.as_tensor(a, device="cuda"))
                 with torch.no_grad():
-                    row["torch_ms"] = _median_ms(peer(torch, targs), repeat, torch.cuda.synchronize)
+                    row["torch_ms"] = median_ms(peer(torch, targs), repeat, torch.cuda.synchronize)
             except Exception as exc:  # noqa: BLE001
                 row["torch_ms"] = f"error: {type(exc).__name__}"
     return rows
@@ -245,16 +236,7 @@ def main(argv=None):
     unknown = sorted(set(ops) - set(kernels.ops()))
     if unknown:
         parser.error(f"unknown ops {unknown}; known: {kernels.ops()}")
-    import os
-
-    from numba import cuda
-
-    sim = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-    try:
-        name = cuda.get_current_device().name
-        device = "CUDA simulator" if sim else (name.decode() if isinstance(name, bytes) else str(name))
-    except Exception as exc:  # noqa: BLE001
-        device = f"no device ({exc})"
+    device = device_name()
     t0 = time.perf_counter()
     rows = run(ops, args.quick, args.repeat, lambda m: print(m, file=sys.stderr, flush=True))
     import torch
@@ -273,8 +255,6 @@ def main(argv=None):
     status = 1 if any(r["status"] == "MISMATCH" for r in rows) else 0
     if not args.no_decode and not args.ops:
         import subprocess
-        from pathlib import Path
-
         here = Path(__file__).resolve().parent
         cmd = [sys.executable, str(here / "decode_models.py")] + (["--quick"] if args.quick else [])
         done = subprocess.run(cmd, capture_output=True, text=True)

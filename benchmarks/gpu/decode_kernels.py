@@ -20,31 +20,21 @@ from __future__ import annotations
 
 import argparse
 import math
-import statistics
 import sys
-import time
+from pathlib import Path
 
 import numpy as np
 
 from seqjit import kernels
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_timing import median_ms  # noqa: E402
 
 RNG = np.random.default_rng(0)
 
 
 def _r(*shape, scale=1.0):
     return (RNG.standard_normal(shape) * scale).astype(np.float32)
-
-
-def _median_ms(fn, repeat, sync):
-    fn()
-    sync()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        sync()
-        times.append((time.perf_counter() - t0) * 1e3)
-    return statistics.median(times)
 
 
 def _forced(module, name, value, fn):
@@ -138,11 +128,11 @@ def run(quick, repeat, log):
         row["rel_err"] = max(errs)
         if row["rel_err"] > 1e-4:
             row["status"] = "MISMATCH"
-        row["new_ms"] = _median_ms(new, repeat, cuda.synchronize)
-        row["old_ms"] = _median_ms(old, repeat, cuda.synchronize)
+        row["new_ms"] = median_ms(new, repeat, cuda.synchronize)
+        row["old_ms"] = median_ms(old, repeat, cuda.synchronize)
         if torch_cuda and peer is not None:
             with torch.no_grad():
-                row["torch_ms"] = _median_ms(peer(torch), repeat, torch.cuda.synchronize)
+                row["torch_ms"] = median_ms(peer(torch), repeat, torch.cuda.synchronize)
     return rows
 
 

@@ -43,6 +43,8 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks" / "decoding"))
+sys.path.insert(0, str(HERE))
+from gpu_timing import device_name  # noqa: E402
 
 ENGINES = {"tiny": ("seqjit", "transformers", "ctranslate2"), "marian": ("seqjit", "transformers", "ctranslate2")}
 G2P = ("gru", "attention", "transformer")
@@ -338,14 +340,7 @@ def main(argv=None) -> int:
             rows += got
             if note:
                 notes[engine] = note
-    from numba import cuda
-
-    sim = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
-    try:
-        name = cuda.get_current_device().name
-        device = "CUDA simulator" if sim else (name.decode() if isinstance(name, bytes) else str(name))
-    except Exception as exc:  # noqa: BLE001
-        device = f"no device ({exc})"
+    device = device_name()
     header = [f"# seqjit decoding on the GPU ({'quick' if args.quick else 'full'} sizes)", "",
               f"device: {device}; greedy, tok/s = generated tokens / median wall time after a warm-up run; "
               f"total {time.perf_counter() - t0:.0f} s.", ""]
