@@ -24,9 +24,10 @@ def device_name() -> str:
     """The current CUDA device's name, "CUDA simulator", or "no device (why)"."""
     from numba import cuda
 
-    sim = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        return "CUDA simulator"
     try:
         name = cuda.get_current_device().name
-        return "CUDA simulator" if sim else (name.decode() if isinstance(name, bytes) else str(name))
+        return name.decode() if isinstance(name, bytes) else str(name)
     except Exception as exc:  # noqa: BLE001
         return f"no device ({exc})"
