@@ -90,6 +90,29 @@ static void SJ_NAME(in_out_rows4)(const float *x0, const float *x1, const float 
         if (mr > 2) *(sj_v16u *)(y0 + 2 * ldy) = c2;
         if (mr > 3) *(sj_v16u *)(y0 + 3 * ldy) = c3;
     }
+    if (n < n1 && N >= 16 && K >= 1) {
+        /* the last 1-15 columns as one vector block: for k < K - 1 the load runs on into row k + 1 of
+           W (in bounds; those lanes are not stored), row K - 1 is loaded lane by lane */
+        const int nt = n1 - n;
+        sj_v16 c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
+        const float *wk = w + n;
+        for (int k = 0; k < K - 1; k++, wk += N) {
+            sj_v16 b0 = *(const sj_v16u *)wk;
+            c0 += x0[k] * b0; c1 += x1[k] * b0; c2 += x2[k] * b0; c3 += x3[k] * b0;
+        }
+        sj_v16 b0 = {0};
+        for (int j = 0; j < nt; j++) b0[j] = wk[j];
+        c0 += x0[K - 1] * b0; c1 += x1[K - 1] * b0; c2 += x2[K - 1] * b0; c3 += x3[K - 1] * b0;
+        for (int j = 0; j < nt; j++) {
+            float d = bias ? bias[n + j] : 0.0f;
+            float *y0 = y + n + j;
+            y0[0] = c0[j] + d;
+            if (mr > 1) y0[ldy] = c1[j] + d;
+            if (mr > 2) y0[2 * ldy] = c2[j] + d;
+            if (mr > 3) y0[3 * ldy] = c3[j] + d;
+        }
+        return;
+    }
     for (; n < n1; n++) {
         float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
         for (int k = 0; k < K; k++) {
@@ -131,6 +154,37 @@ static void SJ_NAME(in_out_rows8)(const float *x, ptrdiff_t ldx, const float *w,
     }
 }
 
+/* up to 12 rows of y (mr of them), columns [n0, n1) with n1 - n0 a multiple of 32: 24 vector
+   accumulators (12 rows x 32 columns), two W vectors per k for 24 FMAs. The rows are first copied
+   k-major into xt [K][12] (rows past mr repeat row 0, not stored), so the twelve broadcasts of a k
+   come from one cache line pair. The same sums in the same order as in_out_rows4/8. */
+static void SJ_NAME(in_out_rows12)(const float *x, ptrdiff_t ldx, int mr, const float *w, int K, int N,
+                                   const float *bias, float *y, ptrdiff_t ldy, int n0, int n1, float *xt) {
+    for (int r = 0; r < 12; r++) {
+        const float *xr = x + (r < mr ? r : 0) * ldx;
+        for (int k = 0; k < K; k++) xt[k * 12 + r] = xr[k];
+    }
+    for (int n = n0; n + 32 <= n1; n += 32) {
+        sj_v16 c[12][2];
+        for (int r = 0; r < 12; r++) { c[r][0] = (sj_v16){0}; c[r][1] = (sj_v16){0}; }
+        const float *wk = w + n;
+        const float *xk = xt;
+        for (int k = 0; k < K; k++, wk += N, xk += 12) {
+            sj_v16 b0 = *(const sj_v16u *)wk, b1 = *(const sj_v16u *)(wk + 16);
+            for (int r = 0; r < 12; r++) {
+                float a = xk[r];
+                c[r][0] += a * b0;
+                c[r][1] += a * b1;
+            }
+        }
+        for (int r = 0; r < mr; r++) {
+            if (bias) { c[r][0] += *(const sj_v16u *)(bias + n); c[r][1] += *(const sj_v16u *)(bias + n + 16); }
+            *(sj_v16u *)(y + r * ldy + n) = c[r][0];
+            *(sj_v16u *)(y + r * ldy + n + 16) = c[r][1];
+        }
+    }
+}
+
 /* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: 8 rows at a time over the
    32-column blocks, 4 at a time elsewhere (a last block of 1-3 rows reads row m in place of the
    missing ones and stores only its own rows, so the weight is read once per block of rows). */
@@ -138,6 +192,20 @@ static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, cons
                                       const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
     int m = 0;
     const int n32 = n0 + (n1 - n0) / 32 * 32;
+    if (SJ_ROWS12 && K <= SJ_ROWS12_MAX_K && n32 > n0) {
+        float xt[12 * SJ_ROWS12_MAX_K];
+        for (; M - m >= 9 || (m > 0 && M - m >= 5); m += 12) {
+            const int mr = M - m < 12 ? M - m : 12;
+            const float *x0 = x + m * ldx;
+            SJ_NAME(in_out_rows12)(x0, ldx, mr, w, K, N, bias, y + m * ldy, ldy, n0, n32, xt);
+            for (int h = 0; h < mr && n32 < n1; h += 4) {
+                const int hr = mr - h < 4 ? mr - h : 4;
+                const float *xh = x0 + h * ldx;
+                SJ_NAME(in_out_rows4)(xh, hr > 1 ? xh + ldx : xh, hr > 2 ? xh + 2 * ldx : xh, hr > 3 ? xh + 3 * ldx : xh,
+                                      w, K, N, bias, y + (m + h) * ldy, ldy, n32, n1, hr);
+            }
+        }
+    }
     for (; m + 8 <= M; m += 8) {
         const float *x0 = x + m * ldx;
         SJ_NAME(in_out_rows8)(x0, ldx, w, K, N, bias, y + m * ldy, ldy, n0, n32);

@@ -245,7 +245,10 @@ def test_native_greedy_runs_no_python_per_token(model_pairs, monkeypatch):
     real_run = Plan.run
     monkeypatch.setattr(Plan, "run", lambda self, *a, **k: calls.append(self.graph.name) or real_run(self, *a, **k))
     assert [r.ids for r in native.generate(sources, max_length=12)] == want
-    assert calls == ["encoder"]
+    assert calls == []  # a small batch: a GreedyRunner runs the encoder's program too
+    many = sources * 4  # 16 rows: the general path (compaction), the encoder through its plan
+    assert [r.ids for r in native.generate(many, max_length=12)] == want * 4
+    assert calls and set(calls) == {"encoder"}  # once per part of the batch (a part per thread)
 
 
 @pytest.mark.parametrize("mode", ["gru", "lstm"])

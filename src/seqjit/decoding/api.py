@@ -14,10 +14,12 @@ from seqjit.kernels._threads import default_num_threads, get_num_threads, thread
 
 from . import native_greedy
 from .beam import beam_search
+from .greedy_runner import RunnerPool
 from .greedy import greedy_search
 from .limits import check_max_length
 from .options import DecodingOptions, document_options
 from .results import GenerationResult, StepToken
+from seqjit.models.base import Seq2SeqModel
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
 
@@ -62,12 +64,43 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
 _OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(DecodingOptions))
 
 
+#: checked options by the keyword arguments that gave them (each value with its type: 1, 1.0 and
+#: True are different arguments), so a repeated call skips the checks; cleared when it grows large
+_checked: dict = {}
+_MAX_CHECKED = 256
+
+
 def _options(kwargs) -> DecodingOptions:
+    try:
+        key = tuple(sorted((k, type(v), v) for k, v in kwargs.items()))
+        opts = _checked.get(key)
+    except TypeError:  # an unhashable value: checked every time
+        key = opts = None
+    if opts is not None:
+        return opts
     names = _OPTION_NAMES
     unknown = sorted(set(kwargs) - names)
     if unknown:
         raise TypeError(f"unknown decoding option(s) {unknown}; known: {sorted(names)}")
-    return DecodingOptions(**kwargs).validate()
+    opts = DecodingOptions(**kwargs).validate()
+    if key is not None:
+        if len(_checked) >= _MAX_CHECKED:
+            _checked.clear()
+        _checked[key] = opts
+    return opts
+
+
+def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int) -> DecodingOptions:
+    """:func:`check_max_length`, remembered per model for the options, ``explicit`` and ``rows``."""
+    cache = model.__dict__.setdefault("_checked_max_length", {})
+    key = (opts, explicit, rows)
+    checked = cache.get(key)
+    if checked is None:
+        checked = check_max_length(model, opts, explicit=explicit, rows=rows)
+        if len(cache) >= _MAX_CHECKED:
+            cache.clear()
+        cache[key] = checked
+    return checked
 
 
 def _suppressed(model) -> tuple:
@@ -106,7 +139,11 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
     ids, lens = pad_sources(sources, model.pad_id, lengths)
     _check_vocab(model, ids, lens)
-    opts = check_max_length(model, opts, explicit="max_length" in options, rows=min(max_batch_size, ids.shape[0]) * opts.beam_size)
+    opts = _checked_max_length(model, opts, "max_length" in options, min(max_batch_size, ids.shape[0]) * opts.beam_size)
+    if ids.shape[0] <= max_batch_size and callback is None:
+        results = _runner_decode(model, ids, lens, opts)
+        if results is not None:
+            return results
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
@@ -143,6 +180,30 @@ def _parts(model, rows: np.ndarray, lens: np.ndarray, opts, callback) -> list:
     cuts = np.searchsorted(work, work[-1] * np.arange(1, count) / count)
     cuts = np.clip(cuts, SPLIT_MIN_ROWS * np.arange(1, count), rows.shape[0] - SPLIT_MIN_ROWS * np.arange(count - 1, 0, -1))
     return np.split(rows, cuts)
+
+
+_pools_lock = threading.Lock()
+
+
+def _runner_decode(model, ids, lens, opts) -> list | None:
+    """Plain greedy decoding of a batch of fewer than ``COMPACT_MIN_ROWS`` rows through the model's
+    :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not apply."""
+    if ids.shape[0] >= native_greedy.COMPACT_MIN_ROWS or not native_greedy.eligible(model, opts, None) \
+            or getattr(model, "replay", None) == "python" or not isinstance(model, Seq2SeqModel):
+        return None
+    pool = model.__dict__.get("_greedy_runners")
+    if pool is None:
+        with _pools_lock:
+            pool = model.__dict__.setdefault("_greedy_runners", RunnerPool())
+    results = pool.decode(model, ids, lens, opts, _banned(model))
+    if results is not None and not opts.return_scores:
+        for res in results:
+            res.scores = None
+    return results
+
+
+def _banned(model) -> np.ndarray:
+    return np.array(sorted(set(int(t) for t in _suppressed(model))), np.int64)
 
 
 def _decode_rows(model, ids, lens, rows, opts, callback) -> list:

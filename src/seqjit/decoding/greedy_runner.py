@@ -1,0 +1,161 @@
+"""Plain greedy decoding of a small batch with its set-up made once: a :class:`GreedyRunner`.
+
+:func:`seqjit.decoding.native_greedy.native_greedy` already decodes every token in one native call,
+but each ``generate`` around it used to pay ~90 us of Python on a small model (leasing the encoder and
+step plans and checking their feeds, binding both programs, a fresh ``DecoderState``, copying the
+encoder outputs): a quarter of a batch-1 decode of a 2+2-layer Transformer. A runner holds, for one
+batch shape (rows, padded source width, ``max_length``), the leased encoder and step plans with
+their native programs bound to the runner's own arrays. A decode copies the source ids in, runs the
+encoder program, copies its outputs into the step program's inputs and runs the greedy loop: the same
+programs and the same arithmetic as the general path, so the same tokens and scores.
+
+Runners serve batches of fewer than ``COMPACT_MIN_ROWS`` rows (which native greedy never compacts);
+each model keeps a few per shape (:class:`RunnerPool`), each used by one caller at a time.
+"""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from seqjit.graph import _native_vm
+from seqjit.graph.lowering import Unsupported
+from seqjit.kernels._threads import get_num_threads
+from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
+
+from .native_greedy import COMPACT_MIN_ROWS
+from .results import GenerationResult
+
+#: shapes a model keeps runners for (least recently used dropped first), and idle runners per shape
+MAX_SHAPES = 16
+MAX_IDLE = 2
+
+
+class GreedyRunner:
+    """The encoder and decoder-step programs of one batch shape, bound once; :meth:`decode` runs them."""
+
+    def __init__(self, model, batch: int, width: int, max_length: int):
+        self.executors = (model.executor("encoder"), model.executor("decoder_step"))
+        self.plans = []
+        try:
+            self._build(model, batch, width, max_length)
+        except BaseException:
+            self.close()
+            raise
+
+    def _build(self, model, batch, width, max_length):
+        enc_ex, step_ex = self.executors
+        self.ids = np.zeros((batch, width), np.int64)
+        self.lengths = np.zeros(batch, np.int64)
+        enc_feeds = {SRC_IDS: self.ids, SRC_LENGTHS: self.lengths}
+        enc_plan = enc_ex.lease(enc_feeds)
+        self.plans.append((enc_ex, enc_plan))
+        self.encoder = enc_plan.native_replay(enc_feeds)
+        if self.encoder is None:
+            raise Unsupported("encoder plan")
+        self.encoder.bind(enc_feeds)
+        # the step reads the encoder's outputs from arrays of its own (an output may be a strided view)
+        needed = [n for n in step_ex.graph.inputs if n in self.encoder.outputs]
+        self.encoded = [(self.encoder.output(n), np.zeros_like(self.encoder.output(n), order="C")) for n in needed]
+        specs = model.decoder_state_specs(batch, max_length)
+        decoder = {name: np.zeros(s.shape, s.dtype) for name, s in specs.items()}
+        timed = model.decoder_state_time_axes()
+        # a KV cache is written at step t before it is read up to t: only state without a time axis
+        # (an RNN's hidden state) carries over between decodes and is zeroed
+        self.to_zero = [arr for name, arr in decoder.items() if name not in timed]
+        self.prev = np.zeros(batch, np.int64)
+        self.step = np.zeros((), np.int64)
+        feeds = {PREV_TOKENS: self.prev, STEP: self.step, SRC_LENGTHS: self.lengths,
+                 **{n: dst for n, (_, dst) in zip(needed, self.encoded)}, **decoder}
+        step_plan = step_ex.lease(feeds)
+        self.plans.append((step_ex, step_plan))
+        native = step_plan.native_replay(feeds)
+        if native is None:
+            raise Unsupported("decoder step plan")
+        arrays = native.bind(feeds)
+        self.copy_back = native.copy_back_program([(NEXT + key, key) for key in decoder])
+        self.copy_back.set_inputs(arrays)
+        self.program, self.logits = native.program, native.output(LOGITS)
+        self.prev_bound, self.step_bound = arrays[native.inputs.index(PREV_TOKENS)], arrays[native.inputs.index(STEP)]
+        self.start_id, self.eos = int(model.decoder_start_id), int(model.eos_id)
+        self.max_length = max_length
+
+    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
+        """Greedy results for ``ids`` [batch, width] (int64) with ``lengths``; ``options`` plain greedy."""
+        np.copyto(self.ids, ids)
+        np.copyto(self.lengths, lengths)
+        threads = get_num_threads()
+        self.encoder.program.run(threads)
+        for src, dst in self.encoded:
+            np.copyto(dst, src)
+        for arr in self.to_zero:
+            arr.fill(0)
+        self.prev_bound.fill(self.start_id)
+        self.step_bound.fill(0)
+        batch, steps = self.ids.shape[0], self.max_length
+        out = np.zeros((batch, steps), np.int64)
+        out_lengths = np.zeros(batch, np.int64)
+        scores = np.zeros(batch if options.return_scores else 0, np.float64)
+        _native_vm.greedy(self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, out,
+                          out_lengths, scores, banned, self.eos, int(options.min_length), 0, threads, 0)
+        results = []
+        for b in range(batch):
+            row = out[b, :out_lengths[b]].tolist()
+            if row and row[-1] == self.eos:
+                row.pop()
+            results.append(GenerationResult([row], [float(scores[b])] if options.return_scores else None, None))
+        return results
+
+    def close(self) -> None:
+        """Give the plans back to their executors."""
+        plans, self.plans = self.plans, []
+        for ex, plan in plans:
+            ex.release(plan)
+
+
+class RunnerPool:
+    """A model's idle runners by batch shape; :meth:`decode` takes one (or makes it), decodes and
+    gives it back. A shape whose plans do not lower is remembered and never tried again."""
+
+    def __init__(self):
+        self._idle: OrderedDict = OrderedDict()   # key -> list of idle runners, or None: unsupported
+        self._lock = threading.Lock()
+
+    def decode(self, model, ids, lengths, options, banned) -> list | None:
+        """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows decoded
+        greedily; None when the model's plans have no native form (the caller decodes otherwise)."""
+        if ids.shape[0] >= COMPACT_MIN_ROWS:
+            return None
+        key = (ids.shape, options.max_length, model.executor("encoder"), model.executor("decoder_step"))
+        with self._lock:
+            idle = self._idle.get(key, [])
+            if idle is None:
+                return None
+            runner = idle.pop() if idle else None
+        if runner is None:
+            try:
+                runner = GreedyRunner(model, ids.shape[0], ids.shape[1], options.max_length)
+            except Unsupported:
+                with self._lock:
+                    self._idle[key] = None
+                return None
+        try:
+            return runner.decode(ids, lengths, options, banned)
+        finally:
+            self._give_back(key, runner)
+
+    def _give_back(self, key, runner) -> None:
+        dropped = []
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            self._idle.move_to_end(key)
+            if idle is not None and len(idle) < MAX_IDLE:
+                idle.append(runner)
+            else:
+                dropped.append(runner)
+            while len(self._idle) > MAX_SHAPES:
+                _, old = self._idle.popitem(last=False)
+                dropped.extend(old or ())
+        for r in dropped:
+            r.close()
