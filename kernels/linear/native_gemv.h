@@ -17,10 +17,8 @@
 
 #define SJ_GEMV_MAX_ROWS 4
 #define SJ_LANES 16
-#ifndef SJ_ROWS12
-#define SJ_ROWS12 1
-#endif
-#define SJ_ROWS12_MAX_K 1024
+/* the in_out kernel packs up to 12 rows of x k-major on the stack (48 KB): larger K runs 4 rows at a time */
+#define SJ_PACK_MAX_K 1024
 /* 16 floats as one GCC vector: a zmm register with AVX-512, two ymm with AVX2, four xmm otherwise;
    the "u" type is the same, aligned to a float, for loads from any address */
 typedef float sj_v16 __attribute__((vector_size(64)));

@@ -128,91 +128,71 @@ static void SJ_NAME(in_out_rows4)(const float *x0, const float *x1, const float 
     }
 }
 
-/* 8 full rows of y, columns [n0, n1) with n1 - n0 a multiple of 32: 16 vector accumulators (8 rows x
-   32 columns), one broadcast x value per row and two W vectors per k; the same sums in the same
-   order as in_out_rows4, with half the W reads per row (about 10-15% faster at batch 48-240 on
-   Zen 5: the 4-row kernel is bound by its loads) */
-static void SJ_NAME(in_out_rows8)(const float *x, ptrdiff_t ldx, const float *w, int K, int N, const float *bias,
-                                  float *y, ptrdiff_t ldy, int n0, int n1) {
-    for (int n = n0; n + 32 <= n1; n += 32) {
-        sj_v16 c[8][2];
-        for (int r = 0; r < 8; r++) { c[r][0] = (sj_v16){0}; c[r][1] = (sj_v16){0}; }
-        const float *wk = w + n;
-        for (int k = 0; k < K; k++, wk += N) {
-            sj_v16 b0 = *(const sj_v16u *)wk, b1 = *(const sj_v16u *)(wk + 16);
-            for (int r = 0; r < 8; r++) {
-                float a = x[r * ldx + k];
-                c[r][0] += a * b0;
-                c[r][1] += a * b1;
-            }
-        }
-        for (int r = 0; r < 8; r++) {
-            if (bias) { c[r][0] += *(const sj_v16u *)(bias + n); c[r][1] += *(const sj_v16u *)(bias + n + 16); }
-            *(sj_v16u *)(y + r * ldy + n) = c[r][0];
-            *(sj_v16u *)(y + r * ldy + n + 16) = c[r][1];
-        }
-    }
+/* R rows of y (the first mr stored), columns [n0, n1) with n1 - n0 a multiple of 32: 2R vector
+   accumulators (R rows x 32 columns), two W vectors per k for 2R FMAs (the 4-row kernel is bound by
+   its loads). The rows are first copied k-major into xt [K][R] (rows past mr repeat row 0, not
+   stored), so the R broadcasts of a k come from one or two cache lines. The same sums in the same
+   order as in_out_rows4. Instantiated for R = 6, 8, 10, 12 (12: 24 accumulators + 2 W vectors of
+   the 32 AVX-512 registers); a block of 9-10 rows costs a 10-row pass, not 8 + 4. */
+#define SJ_IN_OUT_ROWS(R)                                                                                   \
+static void SJ_NAME(in_out_rows##R)(const float *x, ptrdiff_t ldx, int mr, const float *w, int K, int N,   \
+                                    const float *bias, float *y, ptrdiff_t ldy, int n0, int n1, float *xt) { \
+    for (int r = 0; r < R; r++) {                                                                           \
+        const float *xr = x + (r < mr ? r : 0) * ldx;                                                       \
+        for (int k = 0; k < K; k++) xt[k * R + r] = xr[k];                                                  \
+    }                                                                                                       \
+    for (int n = n0; n + 32 <= n1; n += 32) {                                                               \
+        sj_v16 c[R][2];                                                                                     \
+        for (int r = 0; r < R; r++) { c[r][0] = (sj_v16){0}; c[r][1] = (sj_v16){0}; }                       \
+        const float *wk = w + n;                                                                            \
+        const float *xk = xt;                                                                               \
+        for (int k = 0; k < K; k++, wk += N, xk += R) {                                                     \
+            sj_v16 b0 = *(const sj_v16u *)wk, b1 = *(const sj_v16u *)(wk + 16);                             \
+            for (int r = 0; r < R; r++) {                                                                   \
+                float a = xk[r];                                                                            \
+                c[r][0] += a * b0;                                                                          \
+                c[r][1] += a * b1;                                                                          \
+            }                                                                                               \
+        }                                                                                                   \
+        for (int r = 0; r < mr; r++) {                                                                      \
+            if (bias) { c[r][0] += *(const sj_v16u *)(bias + n); c[r][1] += *(const sj_v16u *)(bias + n + 16); } \
+            *(sj_v16u *)(y + r * ldy + n) = c[r][0];                                                        \
+            *(sj_v16u *)(y + r * ldy + n + 16) = c[r][1];                                                   \
+        }                                                                                                   \
+    }                                                                                                       \
 }
+SJ_IN_OUT_ROWS(6)
+SJ_IN_OUT_ROWS(8)
+SJ_IN_OUT_ROWS(10)
+SJ_IN_OUT_ROWS(12)
+#undef SJ_IN_OUT_ROWS
 
-/* up to 12 rows of y (mr of them), columns [n0, n1) with n1 - n0 a multiple of 32: 24 vector
-   accumulators (12 rows x 32 columns), two W vectors per k for 24 FMAs. The rows are first copied
-   k-major into xt [K][12] (rows past mr repeat row 0, not stored), so the twelve broadcasts of a k
-   come from one cache line pair. The same sums in the same order as in_out_rows4/8. */
-static void SJ_NAME(in_out_rows12)(const float *x, ptrdiff_t ldx, int mr, const float *w, int K, int N,
-                                   const float *bias, float *y, ptrdiff_t ldy, int n0, int n1, float *xt) {
-    for (int r = 0; r < 12; r++) {
-        const float *xr = x + (r < mr ? r : 0) * ldx;
-        for (int k = 0; k < K; k++) xt[k * 12 + r] = xr[k];
-    }
-    for (int n = n0; n + 32 <= n1; n += 32) {
-        sj_v16 c[12][2];
-        for (int r = 0; r < 12; r++) { c[r][0] = (sj_v16){0}; c[r][1] = (sj_v16){0}; }
-        const float *wk = w + n;
-        const float *xk = xt;
-        for (int k = 0; k < K; k++, wk += N, xk += 12) {
-            sj_v16 b0 = *(const sj_v16u *)wk, b1 = *(const sj_v16u *)(wk + 16);
-            for (int r = 0; r < 12; r++) {
-                float a = xk[r];
-                c[r][0] += a * b0;
-                c[r][1] += a * b1;
-            }
-        }
-        for (int r = 0; r < mr; r++) {
-            if (bias) { c[r][0] += *(const sj_v16u *)(bias + n); c[r][1] += *(const sj_v16u *)(bias + n + 16); }
-            *(sj_v16u *)(y + r * ldy + n) = c[r][0];
-            *(sj_v16u *)(y + r * ldy + n + 16) = c[r][1];
-        }
-    }
-}
-
-/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: 8 rows at a time over the
-   32-column blocks, 4 at a time elsewhere (a last block of 1-3 rows reads row m in place of the
+/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: blocks of up to 12 rows over
+   the 32-column blocks (a last block of 5-11 rows takes the smallest of the 6/8/10/12-row kernels
+   that holds it), 4 rows at a time elsewhere (a last block of 1-3 rows reads row m in place of the
    missing ones and stores only its own rows, so the weight is read once per block of rows). */
 static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, const float *w, int K, int N,
                                       const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
     int m = 0;
     const int n32 = n0 + (n1 - n0) / 32 * 32;
-    if (SJ_ROWS12 && K <= SJ_ROWS12_MAX_K && n32 > n0) {
-        float xt[12 * SJ_ROWS12_MAX_K];
-        for (; M - m >= 9 || (m > 0 && M - m >= 5); m += 12) {
+    if (M > 4 && K <= SJ_PACK_MAX_K && n32 > n0) {
+        float xt[12 * SJ_PACK_MAX_K];
+        for (; M - m > 4; ) {
             const int mr = M - m < 12 ? M - m : 12;
             const float *x0 = x + m * ldx;
-            SJ_NAME(in_out_rows12)(x0, ldx, mr, w, K, N, bias, y + m * ldy, ldy, n0, n32, xt);
+            float *y0 = y + m * ldy;
+            if (mr > 10) SJ_NAME(in_out_rows12)(x0, ldx, mr, w, K, N, bias, y0, ldy, n0, n32, xt);
+            else if (mr > 8) SJ_NAME(in_out_rows10)(x0, ldx, mr, w, K, N, bias, y0, ldy, n0, n32, xt);
+            else if (mr > 6) SJ_NAME(in_out_rows8)(x0, ldx, mr, w, K, N, bias, y0, ldy, n0, n32, xt);
+            else SJ_NAME(in_out_rows6)(x0, ldx, mr, w, K, N, bias, y0, ldy, n0, n32, xt);
             for (int h = 0; h < mr && n32 < n1; h += 4) {
                 const int hr = mr - h < 4 ? mr - h : 4;
                 const float *xh = x0 + h * ldx;
                 SJ_NAME(in_out_rows4)(xh, hr > 1 ? xh + ldx : xh, hr > 2 ? xh + 2 * ldx : xh, hr > 3 ? xh + 3 * ldx : xh,
-                                      w, K, N, bias, y + (m + h) * ldy, ldy, n32, n1, hr);
+                                      w, K, N, bias, y0 + h * ldy, ldy, n32, n1, hr);
             }
+            m += mr;
         }
-    }
-    for (; m + 8 <= M; m += 8) {
-        const float *x0 = x + m * ldx;
-        SJ_NAME(in_out_rows8)(x0, ldx, w, K, N, bias, y + m * ldy, ldy, n0, n32);
-        if (n32 < n1)
-            for (int h = 0; h < 8; h += 4)
-                SJ_NAME(in_out_rows4)(x0 + h * ldx, x0 + (h + 1) * ldx, x0 + (h + 2) * ldx, x0 + (h + 3) * ldx,
-                                      w, K, N, bias, y + (m + h) * ldy, ldy, n32, n1, 4);
     }
     for (; m < M; m += 4) {
         const int mr = M - m < 4 ? M - m : 4;
