@@ -51,6 +51,11 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
             vbh = v + b * vb + h * vh
             if rows and vmax > 0:
                 sj_gemv_rows(q + b * qb + h * qh, D, Lq, kbh, D, NULL, scores, Lk, 0, vmax)
+                if not causal and Lq > 1:  # every row sees the same keys: one product P V for all rows
+                    for i in range(Lq):
+                        sj_softmax_row(scores + i * Lk, vmax, scale)
+                    sj_gemv_rows_in_out(scores, Lk, Lq, vbh, vmax, Dv, NULL, o + b * ob + h * oh, ol, 0, Dv)
+                    continue
             for i in range(Lq):
                 vis = vmax
                 if causal and i + Lk - Lq + 1 < vis:
