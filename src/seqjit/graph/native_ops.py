@@ -13,6 +13,7 @@ import numpy as np
 
 from seqjit.graph.ops.rnn_ops import _seq_layout
 
+from seqjit.kernels._aligned import aligned
 from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear_int8 import huge_pages
 
@@ -120,7 +121,7 @@ class OpLowerings:
             cache = self.plan.graph.__dict__.setdefault("_native_transposed", {})
             wt = cache.get(name)
             if wt is None:
-                wt = cache[name] = np.ascontiguousarray(w.T)
+                wt = cache[name] = aligned(np.ascontiguousarray(w.T))
         return wt
 
     def op_linear_int8(self, node, attrs):

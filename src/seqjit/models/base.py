@@ -59,6 +59,8 @@ import threading
 
 import numpy as np
 
+from seqjit.kernels._aligned import aligned
+
 from seqjit.errors import ModelFormatError
 from seqjit.graph.ops import TensorSpec
 
@@ -416,7 +418,7 @@ def check_weights(weights: dict, spec: dict, source: str) -> dict:
         elif arr.dtype != want.dtype:
             problems.append(f"{name} has dtype {arr.dtype}, expected {np.dtype(want.dtype).name}")
         else:
-            checked[name] = np.ascontiguousarray(arr)
+            checked[name] = aligned(np.ascontiguousarray(arr))  # whole cache lines for the kernels' loads
     if problems:
         raise ModelFormatError(f"{source}: " + "; ".join(problems))
     return checked

@@ -11,6 +11,8 @@ import weakref
 
 import numpy as np
 
+from seqjit.kernels._aligned import aligned
+
 _CACHE: dict = {}
 
 
@@ -20,7 +22,7 @@ def derived(sources: list, tag, make) -> np.ndarray:
     hit = _CACHE.get(key)
     if hit is not None and all(ref() is a for ref, a in zip(hit[0], sources)):
         return hit[1]
-    value = make()
+    value = aligned(np.ascontiguousarray(make()))  # the kernels read it in whole cache lines
     value.flags.writeable = False
     try:
         refs = tuple(weakref.ref(a) for a in sources)
