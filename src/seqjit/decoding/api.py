@@ -6,6 +6,7 @@ Works with any model that follows the decoder-step contract of :mod:`seqjit.mode
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 
 import numpy as np
@@ -43,6 +44,9 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
         raise ValueError("lengths is only accepted with a padded 2-D array of sources")
     if isinstance(sources, (str, bytes)) or not hasattr(sources, "__len__"):
         raise TypeError(f"sources must be a list of token-id sequences, got {type(sources).__name__}")
+    padded = _pad_flat(sources, pad_id)
+    if padded is not None:
+        return padded
     rows = []
     for i, src in enumerate(sources):
         try:
@@ -59,6 +63,23 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
     for i, r in enumerate(rows):
         ids[i, :r.shape[0]] = r
     return ids, np.array([r.shape[0] for r in rows], np.int64)
+
+
+def _pad_flat(sources, pad_id: int):
+    """:func:`pad_sources` of a list of flat integer sequences in a few whole-array steps; None for
+    anything else (other types, nesting, an empty list), which the row-by-row checks then name."""
+    try:
+        lengths = np.fromiter(map(len, sources), np.int64, count=len(sources))
+        flat = np.array(list(itertools.chain.from_iterable(sources)))
+    except (TypeError, ValueError):
+        return None
+    if not lengths.size or flat.ndim != 1 or (flat.size and flat.dtype.kind not in "iu") \
+            or (flat.dtype.kind == "u" and flat.size and flat.max() > np.iinfo(np.int64).max):
+        return None
+    width = max(1, int(lengths.max()))
+    ids = np.full((lengths.shape[0], width), pad_id, np.int64)
+    ids[np.arange(width) < lengths[:, None]] = flat
+    return ids, lengths
 
 
 _OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(DecodingOptions))
@@ -112,11 +133,13 @@ def _check_vocab(model, ids, lengths):
     vocab = getattr(model, "source_vocab_size", None)
     if vocab is None:
         return
-    for i in range(ids.shape[0]):
-        row = ids[i, :lengths[i]]
-        if row.size and (row.min() < 0 or row.max() >= vocab):
-            bad = int(row[(row < 0) | (row >= vocab)][0])
-            raise ValueError(f"sources[{i}] holds token id {bad}, outside the source vocabulary [0, {vocab})")
+    if ids.size == 0 or (ids.min() >= 0 and ids.max() < vocab):  # padding included: all in range
+        return
+    outside = ((ids < 0) | (ids >= vocab)) & (np.arange(ids.shape[1]) < lengths[:, None])
+    if outside.any():
+        i = int(np.flatnonzero(outside.any(axis=1))[0])
+        bad = int(ids[i][outside[i]][0])
+        raise ValueError(f"sources[{i}] holds token id {bad}, outside the source vocabulary [0, {vocab})")
 
 
 @document_options

@@ -24,8 +24,7 @@ from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
 from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
 
-from .native_greedy import COMPACT_MIN_ROWS
-from .results import GenerationResult
+from .native_greedy import COMPACT_MIN_ROWS, greedy_results
 
 #: shapes a model keeps runners for (least recently used dropped first), and idle runners per shape
 MAX_SHAPES = 16
@@ -99,13 +98,7 @@ class GreedyRunner:
         scores = np.zeros(batch if options.return_scores else 0, np.float64)
         _native_vm.greedy(self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, out,
                           out_lengths, scores, banned, self.eos, int(options.min_length), 0, threads, 0)
-        results = []
-        for b in range(batch):
-            row = out[b, :out_lengths[b]].tolist()
-            if row and row[-1] == self.eos:
-                row.pop()
-            results.append(GenerationResult([row], [float(scores[b])] if options.return_scores else None, None))
-        return results
+        return greedy_results(out, out_lengths, scores if options.return_scores else None, self.eos)
 
     def close(self) -> None:
         """Give the plans back to their executors."""

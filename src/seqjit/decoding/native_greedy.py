@@ -79,10 +79,18 @@ def native_greedy(model, state, options, suppressed) -> list | None:
         state.reorder(keep)
         rows = rows[keep]
         prev = part_ids[keep, state.step - 1].copy()
+    return greedy_results(ids, lengths, scores if options.return_scores else None, eos)
+
+
+def greedy_results(ids: np.ndarray, lengths: np.ndarray, scores, eos: int) -> list:
+    """One GenerationResult per row of ``ids`` [B, T]: its first ``lengths[b]`` tokens, the end
+    token dropped; ``scores`` [B] or None."""
+    rows, counts = ids.tolist(), lengths.tolist()
+    sums = scores.tolist() if scores is not None else None
     results = []
-    for b in range(batch):
-        row = ids[b, :lengths[b]].tolist()
+    for b, (row, n) in enumerate(zip(rows, counts)):
+        del row[n:]
         if row and row[-1] == eos:
             row.pop()
-        results.append(GenerationResult([row], [float(scores[b])] if options.return_scores else None, None))
+        results.append(GenerationResult([row], [sums[b]] if sums is not None else None, None))
     return results
