@@ -12,6 +12,7 @@
 # weights as PyTorch stores them (``out_in``) or all transposed (the lowering's choice for batches).
 # ``ptab`` (or NULL): per direction, the address of layer 0's input projection of every row, gathered
 # by the lowering from a projected-embedding table (seqjit.graph.input_fold); the product is skipped.
+# ``finite_hh``: every w_hh is finite, so the first step from a zero state (h0 NULL) is b_hh, unmultiplied.
 # scratch: T*B*G*H (input projections) + B*G*H + 2*B*H (h, c) + 2*T*B*D*H (layer outputs) floats.
 from libc.stdint cimport int64_t
 from libc.string cimport memset, memcpy
@@ -21,7 +22,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                               const float* h0, const float* c0, const int64_t* lengths, const Py_ssize_t* wtab,
                               float* out, Py_ssize_t ldo, float* h_n, float* c_n,
                               int B, int T, int H, int L, int D, float* scratch, int nthreads,
-                              bint out_in, const Py_ssize_t* ptab) noexcept nogil:
+                              bint out_in, const Py_ssize_t* ptab, bint finite_hh) noexcept nogil:
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, DH = <Py_ssize_t>D * H
     cdef float* xg = scratch
@@ -74,8 +75,15 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                         nact -= 1
                     if nact == 0:
                         break
-                native_linear(h, H, nact, H, <const float*>wt[1], <int>GH, out_in, <const float*>wt[3], hg, GH, _NONE,
-                              nthreads)
+                if s == 0 and h0 == NULL and finite_hh:  # h is zero: h W_hh^T + b_hh is b_hh exactly
+                    for b in range(nact):
+                        if wt[3] != 0:
+                            memcpy(hg + b * GH, <const float*>wt[3], GH * sizeof(float))
+                        else:
+                            memset(hg + b * GH, 0, GH * sizeof(float))
+                else:
+                    native_linear(h, H, nact, H, <const float*>wt[1], <int>GH, out_in, <const float*>wt[3], hg, GH,
+                                  _NONE, nthreads)
                 for b in range(nact):
                     len_b = T if lengths == NULL else <int>lengths[b]
                     if s >= len_b:

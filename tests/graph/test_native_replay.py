@@ -255,7 +255,8 @@ def test_native_greedy_runs_no_python_per_token(model_pairs, monkeypatch):
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("layers,dirs", [(1, 1), (2, 2)])
 @pytest.mark.parametrize("b", [3, 6])  # up to 4 rows: weights as stored; more: transposed copies
-def test_rnn_sequences(mode, batch_first, layers, dirs, b):
+@pytest.mark.parametrize("hh", ["finite", "inf"])  # a zero start skips h W_hh only while 0 * W_hh is 0
+def test_rnn_sequences(mode, batch_first, layers, dirs, b, hh):
     t, i, h = 6, 5, 8
     g = 3 if mode == "gru" else 4
     params = {}
@@ -265,6 +266,8 @@ def test_rnn_sequences(mode, batch_first, layers, dirs, b):
             params["weight_ih" + sfx] = f32(g * h, i if k == 0 else dirs * h, scale=0.4)
             params["weight_hh" + sfx] = f32(g * h, h, scale=0.4)
             params["bias_ih" + sfx], params["bias_hh" + sfx] = f32(g * h), f32(g * h)
+    if hh == "inf":
+        params["weight_hh_l0"][1, 2] = np.inf
     x = f32(b, t, i) if batch_first else f32(t, b, i)
     lengths = np.array([6, 2, 0, 5, 1, 6][:b], np.int64)
     keys = tuple(params)
@@ -279,12 +282,13 @@ def test_rnn_sequences(mode, batch_first, layers, dirs, b):
 
     got = run_native(build, {"x": x, "lengths": lengths})
     ref = kernels.get(mode, "reference")
-    if mode == "gru":
-        out, h_n = ref(x, params, lengths=lengths, batch_first=batch_first)
-        want = dict(out=out, h_n=h_n)
-    else:
-        out, (h_n, c_n) = ref(x, params, lengths=lengths, batch_first=batch_first)
-        want = dict(out=out, h_n=h_n, c_n=c_n)
+    with np.errstate(invalid="ignore"):  # the infinite weight: NaN where PyTorch has NaN too
+        if mode == "gru":
+            out, h_n = ref(x, params, lengths=lengths, batch_first=batch_first)
+            want = dict(out=out, h_n=h_n)
+        else:
+            out, (h_n, c_n) = ref(x, params, lengths=lengths, batch_first=batch_first)
+            want = dict(out=out, h_n=h_n, c_n=c_n)
     for name, value in want.items():
         np.testing.assert_allclose(got[name], value, **TOL, err_msg=name)
 

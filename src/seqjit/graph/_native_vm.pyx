@@ -413,7 +413,7 @@ cdef class Program:
                                     <float*>c.p[1], <float*>c.p[2], <int64_t*>c.p[3], <Py_ssize_t*>c.p[4],
                                     <float*>c.p[5], c.i[5], <float*>c.p[6], <float*>c.p[7], <int>c.i[6], <int>c.i[7],
                                     <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt, c.i[11] == 0,
-                                    <Py_ssize_t*>c.p[9])
+                                    <Py_ssize_t*>c.p[9], c.i[12] != 0)
             elif c.op == OP_LINEAR_INT8:
                 native_linear_int8(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <int8_t*>c.p[1], <float*>c.p[2],
                                    <int>c.i[2], <float*>c.p[3], <float*>c.p[4], c.i[4], <int>c.i[5], <int8_t*>c.p[5],

@@ -14,6 +14,7 @@ import numpy as np
 from seqjit.graph.ops.rnn_ops import _seq_layout
 
 from seqjit.kernels._aligned import aligned
+from seqjit.graph.passes._shared import derived
 from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear_int8 import huge_pages
 
@@ -48,6 +49,11 @@ def _threads(macs: int, step_macs: int | None = None) -> int:
 
 
 _TRANSPOSE_LOCK = threading.Lock()
+
+
+def _finite(w: np.ndarray) -> bool:
+    """Whether every value of weight ``w`` is finite (remembered per array: a model's weights)."""
+    return bool(derived([w], "all_finite", lambda: np.array(np.isfinite(w).all())))
 
 
 class Unsupported(Exception):
@@ -390,6 +396,7 @@ class OpLowerings:
                     else:
                         table.append(0 if w is None else _addr(_contig(self.arrays[w])))
         wtab = np.array(table, np.int64)
+        finite_hh = all(_finite(self.arrays[w]) for key, w in weights.items() if key.startswith("weight_hh"))
         g = 4 if lstm else 3
         fold = self.folds.get(node.name)
         ptab, pres = None, []
@@ -407,7 +414,7 @@ class OpLowerings:
         c0 = states[1] if lstm else None
         self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch, ptab],
                   [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs,
-                   int(transpose)],
+                   int(transpose), int(finite_hh)],
                   threads=_threads(macs, b * g * hidden * hidden), keep=[wtab, scratch, *pres])
 
     def op_additive_attention(self, node, attrs):
