@@ -3,10 +3,11 @@
    y[m, :] = x[m, :] @ W (+ bias) for W "in_out" [K, N] (sj_gemv_rows_in_out); columns [n0, n1)
    only, so the caller can split N over threads.
 
-   Four weight rows at a time, each with a 16-lane accumulator (a GCC vector): four independent FMA chains, x
-   loaded once per four outputs, the four weight rows reused from L1 for every x row. The lanes are
-   summed at the end (a tree), so results round differently from BLAS, within float32 accuracy of
-   the NumPy reference.
+   "out_in": one row of x reads W in order, a row at a time, two FMA chains per dot product (even
+   and odd 16-lane blocks); 2-4 rows of x read four rows of W at a time, each reused for every x
+   row, with the same sums. "in_out": blocks of up to 12 x rows packed k-major, 32 columns per
+   pass, every output one FMA chain over k. Lanes are summed at the end (a tree), so results round
+   differently from BLAS, within float32 accuracy of the NumPy reference.
 
    The body (native_gemv_body.h) is compiled three times on x86-64, for AVX-512, AVX2 + FMA and
    the baseline, and the first call picks one by CPU features, so the module needs no -m flags and

@@ -5,27 +5,78 @@
 static inline float SJ_NAME(hsum)(sj_v16 a) {
     sj_v8 h = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
     sj_v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
-    return (q[0] + q[2]) + (q[1] + q[3]);
+    sj_v4 p = q + __builtin_shufflevector(q, q, 2, 3, 2, 3);  /* (q0 + q2, q1 + q3, ...) */
+    return p[0] + p[1];
 }
 
+/* dot(w, x) over K as every out_in kernel sums it: 16-lane blocks alternately into two accumulators
+   (even blocks, odd blocks: two FMA chains), their sum reduced by halving, then the last K % 16
+   products in order */
+static inline float SJ_NAME(dot)(const float *w, const float *x, int K, int kv) {
+    sj_v16 a = {0}, b = {0};
+    int k = 0;
+    for (; k + 2 * SJ_LANES <= kv; k += 2 * SJ_LANES) {
+        a += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
+        b += *(const sj_v16u *)(w + k + SJ_LANES) * *(const sj_v16u *)(x + k + SJ_LANES);
+    }
+    if (k < kv) a += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
+    float s = SJ_NAME(hsum)(a + b);
+    for (k = kv; k < K; k++) s += w[k] * x[k];
+    return s;
+}
+
+/* y[m, n] = dot(x[m, :], W[n, :]) (+ bias[n]) for W "out_in" [N, K], columns [n0, n1). One row of x
+   reads W once in order, a row of W at a time (interleaving four rows defeated the L2-to-L1
+   prefetch: 13 matrices of a tiny decoder step 11.8 -> 11.0 us on Zen 5); 2-4 rows read four rows
+   of W at a time, each reused for every x row. Both sum each output as SJ_NAME(dot) does. */
 static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float *w, int K,
                                const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
-    int n = n0;
     const int kv = K - K % SJ_LANES;
+    if (M == 1 && K % (2 * SJ_LANES) == 0) {  /* the usual case, without the odd block and the tail */
+        for (int n = n0; n < n1; n++) {
+            const float *wr = w + (ptrdiff_t)n * K;
+            sj_v16 a = {0}, b = {0};
+            for (int k = 0; k < K; k += 2 * SJ_LANES) {
+                a += *(const sj_v16u *)(wr + k) * *(const sj_v16u *)(x + k);
+                b += *(const sj_v16u *)(wr + k + SJ_LANES) * *(const sj_v16u *)(x + k + SJ_LANES);
+            }
+            y[n] = SJ_NAME(hsum)(a + b) + (bias ? bias[n] : 0.0f);
+        }
+        return;
+    }
+    if (M == 1) {
+        for (int n = n0; n < n1; n++)
+            y[n] = SJ_NAME(dot)(w + (ptrdiff_t)n * K, x, K, kv) + (bias ? bias[n] : 0.0f);
+        return;
+    }
+    int n = n0;
     for (; n + 4 <= n1; n += 4) {
         const float *w0 = w + (ptrdiff_t)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
         for (int m = 0; m < M; m++) {
             const float *xr = x + m * ldx;
-            sj_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
-            for (int k = 0; k < kv; k += SJ_LANES) {
+            sj_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
+            int k = 0;
+            for (; k + 2 * SJ_LANES <= kv; k += 2 * SJ_LANES) {
+                sj_v16 xv = *(const sj_v16u *)(xr + k), xu = *(const sj_v16u *)(xr + k + SJ_LANES);
+                a0 += *(const sj_v16u *)(w0 + k) * xv;
+                a1 += *(const sj_v16u *)(w1 + k) * xv;
+                a2 += *(const sj_v16u *)(w2 + k) * xv;
+                a3 += *(const sj_v16u *)(w3 + k) * xv;
+                b0 += *(const sj_v16u *)(w0 + k + SJ_LANES) * xu;
+                b1 += *(const sj_v16u *)(w1 + k + SJ_LANES) * xu;
+                b2 += *(const sj_v16u *)(w2 + k + SJ_LANES) * xu;
+                b3 += *(const sj_v16u *)(w3 + k + SJ_LANES) * xu;
+            }
+            if (k < kv) {
                 sj_v16 xv = *(const sj_v16u *)(xr + k);
                 a0 += *(const sj_v16u *)(w0 + k) * xv;
                 a1 += *(const sj_v16u *)(w1 + k) * xv;
                 a2 += *(const sj_v16u *)(w2 + k) * xv;
                 a3 += *(const sj_v16u *)(w3 + k) * xv;
             }
-            float s0 = SJ_NAME(hsum)(a0), s1 = SJ_NAME(hsum)(a1), s2 = SJ_NAME(hsum)(a2), s3 = SJ_NAME(hsum)(a3);
-            for (int k = kv; k < K; k++) {
+            float s0 = SJ_NAME(hsum)(a0 + b0), s1 = SJ_NAME(hsum)(a1 + b1);
+            float s2 = SJ_NAME(hsum)(a2 + b2), s3 = SJ_NAME(hsum)(a3 + b3);
+            for (k = kv; k < K; k++) {
                 float xv = xr[k];
                 s0 += w0[k] * xv; s1 += w1[k] * xv; s2 += w2[k] * xv; s3 += w3[k] * xv;
             }
@@ -34,17 +85,9 @@ static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float
             yr[0] = s0; yr[1] = s1; yr[2] = s2; yr[3] = s3;
         }
     }
-    for (; n < n1; n++) {
-        const float *w0 = w + (ptrdiff_t)n * K;
-        for (int m = 0; m < M; m++) {
-            const float *xr = x + m * ldx;
-            sj_v16 a0 = {0};
-            for (int k = 0; k < kv; k += SJ_LANES) a0 += *(const sj_v16u *)(w0 + k) * *(const sj_v16u *)(xr + k);
-            float s0 = SJ_NAME(hsum)(a0);
-            for (int k = kv; k < K; k++) s0 += w0[k] * xr[k];
-            y[m * ldy + n] = s0 + (bias ? bias[n] : 0.0f);
-        }
-    }
+    for (; n < n1; n++)
+        for (int m = 0; m < M; m++)
+            y[m * ldy + n] = SJ_NAME(dot)(w + (ptrdiff_t)n * K, x + m * ldx, K, kv) + (bias ? bias[n] : 0.0f);
 }
 
 /* 4 rows of y (x0..x3; only the first mr stored) = x @ W (+ bias) for W "in_out" [K, N],
