@@ -69,13 +69,18 @@ def _pad_flat(sources, pad_id: int):
     """:func:`pad_sources` of a list of flat integer sequences in a few whole-array steps; None for
     anything else (other types, nesting, an empty list), which the row-by-row checks then name."""
     try:
-        lengths = np.fromiter(map(len, sources), np.int64, count=len(sources))
-        flat = np.array(list(itertools.chain.from_iterable(sources)))
+        one = len(sources) == 1
+        lengths = None if one else np.fromiter(map(len, sources), np.int64, count=len(sources))
+        flat = np.array(sources[0] if one else list(itertools.chain.from_iterable(sources)))
     except (TypeError, ValueError):
         return None
-    if not lengths.size or flat.ndim != 1 or (flat.size and flat.dtype.kind not in "iu") \
+    if not len(sources) or flat.ndim != 1 or (flat.size and flat.dtype.kind not in "iu") \
             or (flat.dtype.kind == "u" and flat.size and flat.max() > np.iinfo(np.int64).max):
         return None
+    if one:  # one row: no mask
+        ids = np.full((1, max(1, flat.shape[0])), pad_id, np.int64)
+        ids[0, :flat.shape[0]] = flat
+        return ids, np.array([flat.shape[0]], np.int64)
     width = max(1, int(lengths.max()))
     ids = np.full((lengths.shape[0], width), pad_id, np.int64)
     ids[np.arange(width) < lengths[:, None]] = flat
@@ -217,8 +222,8 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
         with _pools_lock:
-            pool = model.__dict__.setdefault("_greedy_runners", RunnerPool())
-    results = pool.decode(model, ids, lens, opts, _banned(model))
+            pool = model.__dict__.setdefault("_greedy_runners", RunnerPool(_banned(model)))
+    results = pool.decode(model, ids, lens, opts)
     if results is not None and not opts.return_scores:
         for res in results:
             res.scores = None

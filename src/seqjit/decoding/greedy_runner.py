@@ -111,11 +111,12 @@ class RunnerPool:
     """A model's idle runners by batch shape; :meth:`decode` takes one (or makes it), decodes and
     gives it back. A shape whose plans do not lower is remembered and never tried again."""
 
-    def __init__(self):
+    def __init__(self, banned: np.ndarray):
         self._idle: OrderedDict = OrderedDict()   # key -> list of idle runners, or None: unsupported
         self._lock = threading.Lock()
+        self.banned = banned  # the model's never-generated tokens (sorted int64)
 
-    def decode(self, model, ids, lengths, options, banned) -> list | None:
+    def decode(self, model, ids, lengths, options) -> list | None:
         """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows decoded
         greedily; None when the model's plans have no native form (the caller decodes otherwise)."""
         if ids.shape[0] >= COMPACT_MIN_ROWS:
@@ -134,7 +135,7 @@ class RunnerPool:
                     self._idle[key] = None
                 return None
         try:
-            return runner.decode(ids, lengths, options, banned)
+            return runner.decode(ids, lengths, options, self.banned)
         finally:
             self._give_back(key, runner)
 
