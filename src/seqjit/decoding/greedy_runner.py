@@ -26,9 +26,12 @@ from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, 
 
 from .native_greedy import COMPACT_MIN_ROWS, greedy_results
 
-#: shapes a model keeps runners for (least recently used dropped first), and idle runners per shape
+#: shapes a model keeps runners for (least recently used dropped first), idle runners per shape, and
+#: the bytes the idle runners may hold in all (their plans' buffers and decoder state: a KV cache of
+#: max_length steps); the most recent shape is always kept
 MAX_SHAPES = 16
 MAX_IDLE = 2
+MAX_IDLE_BYTES = 256 << 20
 
 
 class GreedyRunner:
@@ -79,6 +82,8 @@ class GreedyRunner:
         self.prev_bound, self.step_bound = arrays[native.inputs.index(PREV_TOKENS)], arrays[native.inputs.index(STEP)]
         self.start_id, self.eos = int(model.decoder_start_id), int(model.eos_id)
         self.max_length = max_length
+        self.nbytes = (enc_plan.memory.planned_bytes + step_plan.memory.planned_bytes
+                       + sum(a.nbytes for a in decoder.values()) + sum(d.nbytes for _, d in self.encoded))
 
     def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
         """Greedy results for ``ids`` [batch, width] (int64) with ``lengths``; ``options`` plain greedy."""
@@ -113,6 +118,7 @@ class RunnerPool:
 
     def __init__(self, banned: np.ndarray):
         self._idle: OrderedDict = OrderedDict()   # key -> list of idle runners, or None: unsupported
+        self._idle_bytes = 0
         self._lock = threading.Lock()
         self.banned = banned  # the model's never-generated tokens (sorted int64)
 
@@ -127,6 +133,8 @@ class RunnerPool:
             if idle is None:
                 return None
             runner = idle.pop() if idle else None
+            if runner is not None:
+                self._idle_bytes -= runner.nbytes
         if runner is None:
             try:
                 runner = GreedyRunner(model, ids.shape[0], ids.shape[1], options.max_length)
@@ -146,10 +154,13 @@ class RunnerPool:
             self._idle.move_to_end(key)
             if idle is not None and len(idle) < MAX_IDLE:
                 idle.append(runner)
+                self._idle_bytes += runner.nbytes
             else:
                 dropped.append(runner)
-            while len(self._idle) > MAX_SHAPES:
+            while len(self._idle) > 1 and (len(self._idle) > MAX_SHAPES or self._idle_bytes > MAX_IDLE_BYTES):
                 _, old = self._idle.popitem(last=False)
-                dropped.extend(old or ())
+                for r in old or ():
+                    self._idle_bytes -= r.nbytes
+                    dropped.append(r)
         for r in dropped:
             r.close()
