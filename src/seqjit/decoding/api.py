@@ -217,7 +217,7 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     """Plain greedy decoding of a batch of fewer than ``COMPACT_MIN_ROWS`` rows through the model's
     :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not apply."""
     if ids.shape[0] >= native_greedy.COMPACT_MIN_ROWS or not native_greedy.eligible(model, opts, None) \
-            or getattr(model, "replay", None) == "python" or not isinstance(model, Seq2SeqModel):
+            or getattr(model, "replay", None) == "python" or not _runs_base_decode(type(model)):
         return None
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
@@ -228,6 +228,12 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
         for res in results:
             res.scores = None
     return results
+
+
+def _runs_base_decode(cls) -> bool:
+    """Whether ``cls`` starts and feeds its steps as the base class does (what a runner replays)."""
+    return issubclass(cls, Seq2SeqModel) and all(
+        getattr(cls, name) is getattr(Seq2SeqModel, name) for name in ("start", "start_from", "step_feeds", "step"))
 
 
 def _banned(model) -> np.ndarray:
