@@ -74,12 +74,15 @@ static void SJ_NAME(gru_gates_row)(float *xr, const float *hr, const float *h, f
 /* One LSTM row: xr = [i | f | g | o] input projections (overwritten), hr the hidden ones
    (reference.lstm_gates); c_out may be c */
 static void SJ_NAME(lstm_gates_row)(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H) {
+    /* the gates by base pointer: with -fwrapv (Python's build flags) an index like 3 * H + j is not
+       known to be affine, and the last loop ran scalar (LSTM 64 x 128 gates: 44 -> 10 us) */
+    float *ig = xr, *fg = xr + H, *gg = xr + 2 * (ptrdiff_t)H, *og = xr + 3 * (ptrdiff_t)H;
     for (int j = 0; j < 4 * H; j++) xr[j] += hr[j];
     for (int j = 0; j < 2 * H; j++) xr[j] = SJ_NAME(sigmoid)(xr[j]);
-    for (int j = 2 * H; j < 3 * H; j++) xr[j] = SJ_NAME(tanh)(xr[j]);
-    for (int j = 3 * H; j < 4 * H; j++) xr[j] = SJ_NAME(sigmoid)(xr[j]);
-    for (int j = 0; j < H; j++) c_out[j] = xr[H + j] * c[j] + xr[j] * xr[2 * H + j];
-    for (int j = 0; j < H; j++) h_out[j] = xr[3 * H + j] * SJ_NAME(tanh)(c_out[j]);
+    for (int j = 0; j < H; j++) gg[j] = SJ_NAME(tanh)(gg[j]);
+    for (int j = 0; j < H; j++) og[j] = SJ_NAME(sigmoid)(og[j]);
+    for (int j = 0; j < H; j++) c_out[j] = fg[j] * c[j] + ig[j] * gg[j];
+    for (int j = 0; j < H; j++) h_out[j] = og[j] * SJ_NAME(tanh)(c_out[j]);
 }
 
 /* softmax of s[0:n] * scale in place (the native attention's row: scale, max, exp, normalise) */
