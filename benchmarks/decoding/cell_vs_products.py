@@ -77,6 +77,14 @@ def measure(kind: str, b: int, h: int, threads: int) -> tuple[float, float]:
     return _median_us(keep[0][1], threads), _median_us(keep[1][1], threads)
 
 
+def _cpu_name() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.machine()
+    return next((l.split(":", 1)[1].strip() for l in text.splitlines() if l.startswith("model name")), platform.machine())
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
@@ -93,7 +101,7 @@ def main() -> None:
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     text = (f"# A recurrent cell step against its two matrix products (issue 11)\n\n"
             f"`python benchmarks/decoding/cell_vs_products.py --threads {args.threads}`, {stamp}, "
-            f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}. "
+            f"{_cpu_name()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}. "
             "Medians of the native programs (us); I = H; target: cell / products <= 1.2x.\n\n"
             "| cell | B | H | cell (us) | linear(x, W_ih) + linear(h, W_hh) (us) | cell / products |\n"
             "|---|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
