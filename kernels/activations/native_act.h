@@ -22,11 +22,11 @@ static void sj_act_row(const float *src, const float *bias, float *dst, ptrdiff_
     SJ_DISPATCH(act_row, src, bias, dst, n, code);
 }
 
-static void sj_gru_gates_row(float *xr, const float *hr, const float *h, float *out, int H) {
+static void sj_gru_gates_row(const float *xr, float *hr, const float *h, float *out, int H) {
     SJ_DISPATCH(gru_gates_row, xr, hr, h, out, H);
 }
 
-static void sj_lstm_gates_row(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H) {
+static void sj_lstm_gates_row(const float *xr, float *hr, const float *c, float *h_out, float *c_out, int H) {
     SJ_DISPATCH(lstm_gates_row, xr, hr, c, h_out, c_out, H);
 }
 

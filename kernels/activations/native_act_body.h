@@ -61,24 +61,25 @@ static void SJ_NAME(act_row)(const float *src, const float *bias, float *dst, pt
 #undef SJ_ACT_LOOP
 }
 
-/* One GRU row: xr = [r | z | n] input projections (overwritten), hr the hidden ones (n part of
-   W_hh h + b_hh), h the previous state; out = h' (reference.gru_gates) */
-static void SJ_NAME(gru_gates_row)(float *xr, const float *hr, const float *h, float *out, int H) {
-    for (int j = 0; j < 2 * H; j++) xr[j] = SJ_NAME(sigmoid)(xr[j] + hr[j]);
-    const float *zr = xr + H, *hn = hr + 2 * H;
-    float *nr = xr + 2 * H;
-    for (int j = 0; j < H; j++) nr[j] = SJ_NAME(tanh)(nr[j] + xr[j] * hn[j]);
-    for (int j = 0; j < H; j++) out[j] = (1.0f - zr[j]) * nr[j] + zr[j] * h[j];
+/* One GRU row: xr = [r | z | n] input projections (read only: a row of a projected-embedding table
+   serves as is), hr the hidden ones (n part of W_hh h + b_hh; overwritten: the gates go there), h
+   the previous state; out = h' (reference.gru_gates) */
+static void SJ_NAME(gru_gates_row)(const float *xr, float *hr, const float *h, float *out, int H) {
+    for (int j = 0; j < 2 * H; j++) hr[j] = SJ_NAME(sigmoid)(xr[j] + hr[j]);
+    const float *rg = hr, *zg = hr + H, *xn = xr + 2 * (ptrdiff_t)H;
+    float *ng = hr + 2 * (ptrdiff_t)H;
+    for (int j = 0; j < H; j++) ng[j] = SJ_NAME(tanh)(xn[j] + rg[j] * ng[j]);
+    for (int j = 0; j < H; j++) out[j] = (1.0f - zg[j]) * ng[j] + zg[j] * h[j];
 }
 
-/* One LSTM row: xr = [i | f | g | o] input projections (overwritten), hr the hidden ones
-   (reference.lstm_gates); c_out may be c */
-static void SJ_NAME(lstm_gates_row)(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H) {
-    /* the gates by base pointer: with -fwrapv (Python's build flags) an index like 3 * H + j is not
-       known to be affine, and the last loop ran scalar (LSTM 64 x 128 gates: 44 -> 10 us) */
-    float *ig = xr, *fg = xr + H, *gg = xr + 2 * (ptrdiff_t)H, *og = xr + 3 * (ptrdiff_t)H;
-    for (int j = 0; j < 4 * H; j++) xr[j] += hr[j];
-    for (int j = 0; j < 2 * H; j++) xr[j] = SJ_NAME(sigmoid)(xr[j]);
+/* One LSTM row: xr = [i | f | g | o] input projections (read only), hr the hidden ones (overwritten:
+   the gates go there) (reference.lstm_gates); c_out may be c. The gates by base pointer: with
+   -fwrapv (Python's build flags) an index like 3 * H + j is not known to be affine, and the last
+   loop ran scalar (LSTM 64 x 128 gates: 44 -> 10 us). */
+static void SJ_NAME(lstm_gates_row)(const float *xr, float *hr, const float *c, float *h_out, float *c_out, int H) {
+    float *ig = hr, *fg = hr + H, *gg = hr + 2 * (ptrdiff_t)H, *og = hr + 3 * (ptrdiff_t)H;
+    for (int j = 0; j < 4 * H; j++) hr[j] = xr[j] + hr[j];
+    for (int j = 0; j < 2 * H; j++) hr[j] = SJ_NAME(sigmoid)(hr[j]);
     for (int j = 0; j < H; j++) gg[j] = SJ_NAME(tanh)(gg[j]);
     for (int j = 0; j < H; j++) og[j] = SJ_NAME(sigmoid)(og[j]);
     for (int j = 0; j < H; j++) c_out[j] = fg[j] * c[j] + ig[j] * gg[j];

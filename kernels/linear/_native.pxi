@@ -15,8 +15,8 @@ include "activations/_act.pxi"
 cdef extern from "activations/native_act.h" nogil:
     # the float32 row loops compiled per instruction set (Cython's act_row_f32 is baseline-only)
     void sj_act_row(const float *src, const float *bias, float *dst, Py_ssize_t n, int code)
-    void sj_gru_gates_row(float *xr, const float *hr, const float *h, float *out, int H)
-    void sj_lstm_gates_row(float *xr, const float *hr, const float *c, float *h_out, float *c_out, int H)
+    void sj_gru_gates_row(const float *xr, float *hr, const float *h, float *out, int H)
+    void sj_lstm_gates_row(const float *xr, float *hr, const float *c, float *h_out, float *c_out, int H)
     void sj_softmax_row(float *s, int n, float scale)
     void sj_layer_norm_row(const float *x, float *y, int D, const float *g, const float *b, double eps)
 

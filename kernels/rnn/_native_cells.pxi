@@ -1,7 +1,8 @@
 # Native GRU / LSTM cell steps for the replay VM: ``include "rnn/_native_cells.pxi"`` after
 # linear/_native.pxi. Weights as given ("out_in", [G*H, I]) or transposed ("in_out": the lowering
 # passes transposed copies for more than a few rows, where the broadcast kernel is faster). Two GEMVs
-# (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate math of reference.gru_gates /
+# (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate math (written over the hidden
+# projections: the input ones stay read only, so gathered table rows serve without a copy) of reference.gru_gates /
 # lstm_gates in C (activations/native_act.h: the _vecmath sigmoid/tanh in short loops over few
 # pointers each, compiled per instruction set, so they vectorise 16 lanes wide on AVX-512).
 #
@@ -10,28 +11,29 @@
 # input projection is ``pre`` (x unused).
 
 
-cdef inline void _input_gates(const float* x, Py_ssize_t ldx, const float* w_ih, const float* b_ih,
-                              const float* pre, float* xg, int B, int I, int GH, int nthreads,
-                              bint out_in) noexcept nogil:
+cdef inline const float* _input_gates(const float* x, Py_ssize_t ldx, const float* w_ih, const float* b_ih,
+                                      const float* pre, float* xg, int B, int I, int GH, int nthreads,
+                                      bint out_in) noexcept nogil:
+    """The input projections [B, GH]: ``pre`` itself when it is all of them, else computed into xg."""
     cdef Py_ssize_t j, n = <Py_ssize_t>B * GH
     if w_ih == NULL:
-        memcpy(xg, pre, n * sizeof(float))
-        return
+        return pre
     native_linear(x, ldx, B, I, w_ih, GH, out_in, b_ih, xg, GH, _NONE, nthreads)
     if pre != NULL:
         for j in range(n):
             xg[j] += pre[j]
+    return xg
 
 
-cdef inline void gru_gates_row(float* xr, const float* hr, const float* h, float* out, int H) noexcept nogil:
-    """xr: [r | z | n] input projections (overwritten), hr: the hidden ones; out = h' (C, per ISA:
-    activations/native_act.h)."""
+cdef inline void gru_gates_row(const float* xr, float* hr, const float* h, float* out, int H) noexcept nogil:
+    """xr: [r | z | n] input projections (read only), hr: the hidden ones (overwritten); out = h'
+    (C, per ISA: activations/native_act.h)."""
     sj_gru_gates_row(xr, hr, h, out, H)
 
 
-cdef inline void lstm_gates_row(float* xr, const float* hr, const float* c, float* h_out, float* c_out,
+cdef inline void lstm_gates_row(const float* xr, float* hr, const float* c, float* h_out, float* c_out,
                                 int H) noexcept nogil:
-    """xr: [i | f | g | o] input projections (overwritten), hr: the hidden ones."""
+    """xr: [i | f | g | o] input projections (read only), hr: the hidden ones (overwritten)."""
     sj_lstm_gates_row(xr, hr, c, h_out, c_out, H)
 
 
@@ -39,13 +41,9 @@ cdef void native_gru_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssi
                           const float* w_ih, const float* w_hh, const float* b_ih, const float* b_hh,
                           float* out, Py_ssize_t ldo, int B, int I, int H, float* scratch, int nthreads,
                           bint out_in, const float* pre) noexcept nogil:
-    cdef float* xg = scratch
     cdef float* hg = scratch + <Py_ssize_t>B * 3 * H
-    cdef int b, j
-
-    cdef float* xr
-    cdef float* hr
-    _input_gates(x, ldx, w_ih, b_ih, pre, xg, B, I, 3 * H, nthreads, out_in)
+    cdef int b
+    cdef const float* xg = _input_gates(x, ldx, w_ih, b_ih, pre, scratch, B, I, 3 * H, nthreads, out_in)
     native_linear(h, ldh, B, H, w_hh, 3 * H, out_in, b_hh, hg, 3 * H, _NONE, nthreads)
     for b in range(B):
         gru_gates_row(xg + b * 3 * H, hg + b * 3 * H, h + b * ldh, out + b * ldo, H)
@@ -56,13 +54,9 @@ cdef void native_lstm_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ss
                            const float* b_ih, const float* b_hh, float* h_out, float* c_out,
                            int B, int I, int H, float* scratch, int nthreads, bint out_in,
                            const float* pre) noexcept nogil:
-    cdef float* xg = scratch
     cdef float* hg = scratch + <Py_ssize_t>B * 4 * H
-    cdef int b, j
-
-    cdef float* xr
-    cdef float* hr
-    _input_gates(x, ldx, w_ih, b_ih, pre, xg, B, I, 4 * H, nthreads, out_in)
+    cdef int b
+    cdef const float* xg = _input_gates(x, ldx, w_ih, b_ih, pre, scratch, B, I, 4 * H, nthreads, out_in)
     native_linear(h, ldh, B, H, w_hh, 4 * H, out_in, b_hh, hg, 4 * H, _NONE, nthreads)
     for b in range(B):
         lstm_gates_row(xg + b * 4 * H, hg + b * 4 * H, c + b * ldc, h_out + b * H, c_out + b * H, H)

@@ -37,8 +37,8 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
     cdef float* lout
     cdef int k, d, s, b, t, j, n_in = I, len_b, nact
     cdef const Py_ssize_t* wt
-    cdef float* xr
-    cdef const float* hr
+    cdef const float* xr
+    cdef float* hr
     cdef float* orow
     for k in range(L):
         if k == L - 1:

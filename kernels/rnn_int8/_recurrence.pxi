@@ -2,12 +2,13 @@
 # shared by cython_cpu.pyx and the native replay VM (seqjit.graph._native_vm). The includer supplies
 # the _qgemm.h declarations (sjq_quantize_row, sjq_columns), prange, memcpy/memset, int8_t/int32_t/
 # int64_t, and the float32 gate rows gru_gates_row(xr, hr, h, out, H) / lstm_gates_row(xr, hr, c,
-# h_out, c_out, H) (xr, the input projections, is overwritten).
+# h_out, c_out, H) (xr, the input projections, read only; hr, the hidden ones, overwritten).
 #
 # The state is kept with its rows sorted by length, longest first, so the rows still running at step
 # s are a prefix: per step only they are quantized and multiplied by the int8 W_hh (in column blocks
 # of RI8_BLOCK_COLS weight rows, over threads when nthreads > 1) and dequantized with the bias into
-# hg; then each running row's input projections are copied (xg is read-only) and the gate row applied.
+# hg; then the gate row of each running row reads its input projections in xg (read only) and
+# writes over its row of hg.
 
 DEF RI8_BLOCK_COLS = 64
 
@@ -40,8 +41,9 @@ cdef void int8_recurrence(bint lstm, const float* xg, Py_ssize_t ldx, int B, int
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, BH = <Py_ssize_t>B * H
     cdef float* hg = scratch
-    cdef float* xr = hg + B * GH
+    cdef float* xr = hg + B * GH  # (GH floats no longer used: the gates read xg in place)
     cdef float* hs = xr + GH
+    cdef const float* xrow
     cdef int32_t* hsum = <int32_t*>(hs + B)
     cdef int* order = <int*>(hs + 2 * B)
     cdef int* lens = <int*>(hs + 3 * B)
@@ -80,11 +82,11 @@ cdef void int8_recurrence(bint lstm, const float* xg, Py_ssize_t ldx, int B, int
         for i in range(n):
             b = order[i]
             t = lens[i] - 1 - s if reverse else s
-            memcpy(xr, xg + (<Py_ssize_t>b * T + t) * ldx, GH * sizeof(float))
+            xrow = xg + (<Py_ssize_t>b * T + t) * ldx
             if lstm:
-                lstm_gates_row(xr, hg + i * GH, crow + i * H, hrow + i * H, crow + i * H, H)
+                lstm_gates_row(xrow, hg + i * GH, crow + i * H, hrow + i * H, crow + i * H, H)
             else:
-                gru_gates_row(xr, hg + i * GH, hrow + i * H, hrow + i * H, H)
+                gru_gates_row(xrow, hg + i * GH, hrow + i * H, hrow + i * H, H)
             memcpy(out + (<Py_ssize_t>b * T + t) * H, hrow + i * H, H * sizeof(float))
     for i in range(B):
         b = order[i]

@@ -52,36 +52,41 @@ def use_isa(name) -> str:
     return isa()
 
 
-cdef inline void gru_gates_row(float* xr, const float* hr, const float* h, float* out, int H) noexcept nogil:
-    """xr: [r | z | n] input projections (overwritten), hr: the hidden ones; out = h' (may be h)."""
+cdef inline void gru_gates_row(const float* xr, float* hr, const float* h, float* out, int H) noexcept nogil:
+    """xr: [r | z | n] input projections (read only), hr: the hidden ones (overwritten: the gates go
+    there); out = h' (may be h). The arithmetic of activations/native_act_body.h's row."""
     cdef int j
-    cdef float* zr = xr + H
-    cdef float* nr = xr + 2 * H
-    cdef const float* hn = hr + 2 * H
+    cdef const float* xn = xr + 2 * H
+    cdef float* zg = hr + H
+    cdef float* ng = hr + 2 * H
     for j in range(2 * H):
-        xr[j] = sigmoid_f32(xr[j] + hr[j])
+        hr[j] = sigmoid_f32(xr[j] + hr[j])
     for j in range(H):
-        nr[j] = tanh_f32(nr[j] + xr[j] * hn[j])
+        ng[j] = tanh_f32(xn[j] + hr[j] * ng[j])
     for j in range(H):
-        out[j] = (<float>1.0 - zr[j]) * nr[j] + zr[j] * h[j]
+        out[j] = (<float>1.0 - zg[j]) * ng[j] + zg[j] * h[j]
 
 
-cdef inline void lstm_gates_row(float* xr, const float* hr, const float* c, float* h_out, float* c_out,
+cdef inline void lstm_gates_row(const float* xr, float* hr, const float* c, float* h_out, float* c_out,
                                 int H) noexcept nogil:
-    """xr: [i | f | g | o] input projections (overwritten), hr: the hidden ones; c_out may be c."""
+    """xr: [i | f | g | o] input projections (read only), hr: the hidden ones (overwritten); c_out
+    may be c."""
     cdef int j
+    cdef float* fg = hr + H
+    cdef float* gg = hr + 2 * H
+    cdef float* og = hr + 3 * H
     for j in range(4 * H):
-        xr[j] = xr[j] + hr[j]
+        hr[j] = xr[j] + hr[j]
     for j in range(2 * H):
-        xr[j] = sigmoid_f32(xr[j])
+        hr[j] = sigmoid_f32(hr[j])
     for j in range(H):
-        xr[2 * H + j] = tanh_f32(xr[2 * H + j])
+        gg[j] = tanh_f32(gg[j])
     for j in range(H):
-        xr[3 * H + j] = sigmoid_f32(xr[3 * H + j])
+        og[j] = sigmoid_f32(og[j])
     for j in range(H):
-        c_out[j] = xr[H + j] * c[j] + xr[j] * xr[2 * H + j]
+        c_out[j] = fg[j] * c[j] + hr[j] * gg[j]
     for j in range(H):
-        h_out[j] = xr[3 * H + j] * tanh_f32(c_out[j])
+        h_out[j] = og[j] * tanh_f32(c_out[j])
 
 
 include "_recurrence.pxi"
