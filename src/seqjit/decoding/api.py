@@ -12,15 +12,15 @@ import threading
 import numpy as np
 
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
+from seqjit.models.base import Seq2SeqModel
 
 from . import native_greedy
 from .beam import beam_search
-from .greedy_runner import RunnerPool
 from .greedy import greedy_search
+from .greedy_runner import RunnerPool
 from .limits import check_max_length
 from .options import DecodingOptions, document_options
 from .results import GenerationResult, StepToken
-from seqjit.models.base import Seq2SeqModel
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
 
