@@ -102,3 +102,55 @@ def _marian_generate(hf, sources, **kwargs):
 def marian_generate():
     """``marian_generate(hf, sources, **generate kwargs)``: see ``_marian_generate``."""
     return _marian_generate
+
+
+def _with_threads(n, fn):
+    """``fn()`` with seqjit at ``n`` threads (and the team of two's back-off forgotten)."""
+    import seqjit
+    from seqjit.graph import _native_vm
+
+    before = seqjit.get_num_threads()
+    seqjit.set_num_threads(n)
+    _native_vm.team_forgive()
+    try:
+        return fn()
+    finally:
+        seqjit.set_num_threads(before)
+
+
+@pytest.fixture
+def with_threads():
+    """``with_threads(n, fn)`` -> ``fn()`` run with seqjit at ``n`` threads."""
+    return _with_threads
+
+
+def _marian_sources(n, seed=0):
+    rng = np.random.default_rng(seed)
+    return [list(rng.integers(1, 94, k)) + [0] for k in rng.integers(2, 12, n)]
+
+
+@pytest.fixture
+def marian_sources():
+    """``marian_sources(n, seed)`` -> n random sources of 2-11 tokens for the tiny Marian (ids 1-93),
+    each ended by its end token 0."""
+    return _marian_sources
+
+
+@pytest.fixture
+def team_logits():
+    """``team_logits(model)`` -> ``(logits, (ids, tgt, lens))``: teacher-forced logits of three
+    sources at 1 thread, after checking that at 2 threads some product went to the team of two
+    (src/seqjit/graph/native_team.h) and the logits are the same bit for bit."""
+    from seqjit.decoding.api import pad_sources
+    from seqjit.graph import _native_vm
+
+    def check(model):
+        ids, lens = pad_sources(_marian_sources(3), model.pad_id)
+        tgt = np.array([[model.decoder_start_id, 5, 9, 13, 2]] * 3, np.int64)
+        one = _with_threads(1, lambda: model.logits_stepwise(ids, tgt, lens))
+        before = _native_vm.team_counts()[0]
+        two = _with_threads(2, lambda: model.logits_stepwise(ids, tgt, lens))
+        assert _native_vm.team_counts()[0] > before, "no product went to the team"
+        np.testing.assert_array_equal(two, one)
+        return one, (ids, tgt, lens)
+    return check

@@ -4,7 +4,6 @@ callers, where only one can hold the team, too. (A program's first run at 2 thre
 second with the team: each test makes at least two.)"""
 import threading
 
-import numpy as np
 import pytest
 
 import seqjit
@@ -22,36 +21,12 @@ def tiny(make_tiny_marian, tmp_path_factory):
     return model
 
 
-def sources(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return [list(rng.integers(1, 94, k)) + [0] for k in rng.integers(2, 12, n)]
+def test_two_threads_give_the_single_thread_logits_bit_for_bit(tiny, team_logits):
+    team_logits(tiny)
 
 
-def with_threads(n, fn):
-    before = seqjit.get_num_threads()
-    seqjit.set_num_threads(n)
-    _native_vm.team_forgive()
-    try:
-        return fn()
-    finally:
-        seqjit.set_num_threads(before)
-
-
-def test_two_threads_give_the_single_thread_logits_bit_for_bit(tiny):
-    from seqjit.decoding.api import pad_sources
-
-    srcs = sources(3)
-    ids, lens = pad_sources(srcs, tiny.pad_id)
-    tgt = np.array([[tiny.decoder_start_id, 5, 9, 13, 2]] * 3, np.int64)
-    one = with_threads(1, lambda: tiny.logits_stepwise(ids, tgt, lens))
-    before = _native_vm.team_counts()[0]
-    two = with_threads(2, lambda: tiny.logits_stepwise(ids, tgt, lens))
-    assert _native_vm.team_counts()[0] > before, "no product went to the team"
-    np.testing.assert_array_equal(two, one)
-
-
-def test_greedy_at_two_threads_equals_one_thread(tiny):
-    srcs = sources(6, seed=1) * 2  # each source twice: its plan's second run takes the team
+def test_greedy_at_two_threads_equals_one_thread(tiny, with_threads, marian_sources):
+    srcs = marian_sources(6, seed=1) * 2  # each source twice: its plan's second run takes the team
     opts = dict(max_length=12, return_scores=True)
     one = with_threads(1, lambda: [tiny.generate([s], **opts)[0] for s in srcs])
     before = _native_vm.team_counts()[0]
@@ -61,10 +36,10 @@ def test_greedy_at_two_threads_equals_one_thread(tiny):
     assert [r.scores for r in two] == [r.scores for r in one]
 
 
-def test_concurrent_callers_share_one_team_and_get_serial_results(tiny):
+def test_concurrent_callers_share_one_team_and_get_serial_results(tiny, with_threads, marian_sources):
     """Only one caller can hold the team; the others run their products alone. Results equal
     the serial ones whoever held it."""
-    srcs = sources(16, seed=2)
+    srcs = marian_sources(16, seed=2)
     want = with_threads(1, lambda: [tiny.generate([s], max_length=10)[0].ids for s in srcs])
     got = [None] * len(srcs)
     errors = []
@@ -88,8 +63,8 @@ def test_concurrent_callers_share_one_team_and_get_serial_results(tiny):
     assert got == want
 
 
-def test_a_thread_capped_to_one_does_not_take_the_team(tiny):
-    srcs = sources(2, seed=3)
+def test_a_thread_capped_to_one_does_not_take_the_team(tiny, with_threads, marian_sources):
+    srcs = marian_sources(2, seed=3)
 
     def capped():
         with thread_cap(1):

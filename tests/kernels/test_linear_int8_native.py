@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import seqjit
-from seqjit.graph import _native_vm
 
 
 @pytest.fixture(scope="module")
@@ -18,30 +17,8 @@ def int8_marian(make_tiny_marian, tmp_path_factory):
     return model
 
 
-def _with_threads(n, fn):
-    before = seqjit.get_num_threads()
-    seqjit.set_num_threads(n)
-    try:
-        return fn()
-    finally:
-        seqjit.set_num_threads(before)
-
-
-def _sources(n, seed=0):
-    rng = np.random.default_rng(seed)
-    return [list(rng.integers(1, 94, k)) + [0] for k in rng.integers(2, 12, n)]
-
-
-def test_int8_step_on_the_team_equals_one_thread(int8_marian):
-    from seqjit.decoding.api import pad_sources
-
-    ids, lens = pad_sources(_sources(3), int8_marian.pad_id)
-    tgt = np.array([[int8_marian.decoder_start_id, 5, 9, 13, 2]] * 3, np.int64)
-    one = _with_threads(1, lambda: int8_marian.logits_stepwise(ids, tgt, lens))
-    before = _native_vm.team_counts()[0]
-    two = _with_threads(2, lambda: int8_marian.logits_stepwise(ids, tgt, lens))
-    assert _native_vm.team_counts()[0] > before, "no int8 product went to the team"
-    np.testing.assert_array_equal(two, one)
+def test_int8_step_on_the_team_equals_one_thread(int8_marian, team_logits):
+    one, (ids, tgt, lens) = team_logits(int8_marian)
     int8_marian.set_replay("python")
     try:
         np.testing.assert_allclose(int8_marian.logits_stepwise(ids, tgt, lens), one, rtol=1e-5, atol=1e-5)
@@ -49,8 +26,8 @@ def test_int8_step_on_the_team_equals_one_thread(int8_marian):
         int8_marian.set_replay("native")
 
 
-def test_int8_greedy_at_two_threads_equals_one_thread(int8_marian):
-    srcs = _sources(5, seed=1)
-    one = _with_threads(1, lambda: [int8_marian.generate([s], max_length=12)[0].ids for s in srcs])
-    two = _with_threads(2, lambda: [int8_marian.generate([s], max_length=12)[0].ids for s in srcs])
+def test_int8_greedy_at_two_threads_equals_one_thread(int8_marian, with_threads, marian_sources):
+    srcs = marian_sources(5, seed=1)
+    one = with_threads(1, lambda: [int8_marian.generate([s], max_length=12)[0].ids for s in srcs])
+    two = with_threads(2, lambda: [int8_marian.generate([s], max_length=12)[0].ids for s in srcs])
     assert two == one
