@@ -9,19 +9,24 @@ static inline float SJ_NAME(hsum)(sj_v16 a) {
     return p[0] + p[1];
 }
 
+/* the first k2 (a multiple of 32) products of dot(w, x): 16-lane blocks alternately into *a and *b */
+static inline void SJ_NAME(dot_pairs)(const float *w, const float *x, int k2, sj_v16 *a, sj_v16 *b) {
+    for (int k = 0; k < k2; k += 2 * SJ_LANES) {
+        *a += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
+        *b += *(const sj_v16u *)(w + k + SJ_LANES) * *(const sj_v16u *)(x + k + SJ_LANES);
+    }
+}
+
 /* dot(w, x) over K as every out_in kernel sums it: 16-lane blocks alternately into two accumulators
    (even blocks, odd blocks: two FMA chains), their sum reduced by halving, then the last K % 16
-   products in order */
+   products in order (kv = K - K % 16) */
 static inline float SJ_NAME(dot)(const float *w, const float *x, int K, int kv) {
     sj_v16 a = {0}, b = {0};
-    int k = 0;
-    for (; k + 2 * SJ_LANES <= kv; k += 2 * SJ_LANES) {
-        a += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
-        b += *(const sj_v16u *)(w + k + SJ_LANES) * *(const sj_v16u *)(x + k + SJ_LANES);
-    }
-    if (k < kv) a += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
+    const int k2 = kv - kv % (2 * SJ_LANES);
+    SJ_NAME(dot_pairs)(w, x, k2, &a, &b);
+    if (k2 < kv) a += *(const sj_v16u *)(w + k2) * *(const sj_v16u *)(x + k2);
     float s = SJ_NAME(hsum)(a + b);
-    for (k = kv; k < K; k++) s += w[k] * x[k];
+    for (int k = kv; k < K; k++) s += w[k] * x[k];
     return s;
 }
 
@@ -34,12 +39,8 @@ static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float
     const int kv = K - K % SJ_LANES;
     if (M == 1 && K % (2 * SJ_LANES) == 0) {  /* the usual case, without the odd block and the tail */
         for (int n = n0; n < n1; n++) {
-            const float *wr = w + (ptrdiff_t)n * K;
             sj_v16 a = {0}, b = {0};
-            for (int k = 0; k < K; k += 2 * SJ_LANES) {
-                a += *(const sj_v16u *)(wr + k) * *(const sj_v16u *)(x + k);
-                b += *(const sj_v16u *)(wr + k + SJ_LANES) * *(const sj_v16u *)(x + k + SJ_LANES);
-            }
+            SJ_NAME(dot_pairs)(w + (ptrdiff_t)n * K, x, K, &a, &b);
             y[n] = SJ_NAME(hsum)(a + b) + (bias ? bias[n] : 0.0f);
         }
         return;

@@ -66,9 +66,7 @@ class GreedyRunner:
         # a KV cache is written at step t before it is read up to t: only state without a time axis
         # (an RNN's hidden state) carries over between decodes and is zeroed
         self.to_zero = [arr for name, arr in decoder.items() if name not in timed]
-        self.prev = np.zeros(batch, np.int64)
-        self.step = np.zeros((), np.int64)
-        feeds = {PREV_TOKENS: self.prev, STEP: self.step, SRC_LENGTHS: self.lengths,
+        feeds = {PREV_TOKENS: np.zeros(batch, np.int64), STEP: np.zeros((), np.int64), SRC_LENGTHS: self.lengths,
                  **{n: dst for n, (_, dst) in zip(needed, self.encoded)}, **decoder}
         step_plan = step_ex.lease(feeds)
         self.plans.append((step_ex, step_plan))
