@@ -35,14 +35,13 @@ cdef void int8_recurrence(bint lstm, const float* xg, Py_ssize_t ldx, int B, int
                           const int64_t* lengths, bint reverse, float* out, float* h, float* c,
                           float* scratch, int8_t* qh, int isa, int nthreads, int32_t* sums) noexcept nogil:
     """xg: row (b, t) at (b * T + t) * ldx, G*H floats; out [B, T, H]; h, c [B, H]: the final state,
-    from h0 / c0 (zeros when NULL); lengths NULL: all T. scratch: B*G*H + G*H + 4*B + 2*B*H floats;
+    from h0 / c0 (zeros when NULL); lengths NULL: all T. scratch: B*G*H + 4*B + 2*B*H floats;
     qh: B*H bytes. sums (NULL, or [T, B, G*H] zeroed, for tests): the int32 sums of every step's
     product, for the rows running then (from the quantized h of the product itself)."""
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, BH = <Py_ssize_t>B * H
     cdef float* hg = scratch
-    cdef float* xr = hg + B * GH  # (GH floats no longer used: the gates read xg in place)
-    cdef float* hs = xr + GH
+    cdef float* hs = hg + B * GH
     cdef const float* xrow
     cdef int32_t* hsum = <int32_t*>(hs + B)
     cdef int* order = <int*>(hs + 2 * B)

@@ -119,7 +119,7 @@ def _run(r):
     if r.c0 is not None:
         c0v = r.c0
         c0p = &c0v[0, 0]
-    cdef float[::1] scratch = np.empty(B * G * H + G * H + 4 * B + 2 * B * H, np.float32)
+    cdef float[::1] scratch = np.empty(B * G * H + 4 * B + 2 * B * H, np.float32)
     cdef int8_t[::1] qh = np.empty(B * H, np.int8)
     cdef int threads = get_num_threads() if <long>B * G * H * H > PARALLEL_MACS else 1
     cdef bint lstm = r.lstm, reverse = r.reverse

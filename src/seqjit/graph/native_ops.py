@@ -456,7 +456,7 @@ class OpLowerings:
         if lengths is not None:
             _contig(self.arrays[lengths], _I64)
         outs = list(node.outputs) + [None] * (3 - len(node.outputs))
-        scratch = np.zeros(bsz * gh + gh + 4 * bsz + 2 * bsz * hidden, np.float32)
+        scratch = np.zeros(bsz * gh + 4 * bsz + 2 * bsz * hidden, np.float32)
         qh = np.zeros(max(bsz * hidden, 1), np.int8)
         threads = 0 if t * bsz * gh * hidden >= PARALLEL_MACS else 1
         self.emit("rnn_int8", [xg, *(states + [None])[:2], lengths, w, scale, b, *outs, scratch, qh],
