@@ -48,6 +48,8 @@ OPS: dict[str, str] = {
     "embedding": "embedding",
     "sinusoidal_positions": "embedding",
     "greedy_argmax": "decoding",
+    "beam_topk": "beam",
+    "beam_advance": "beam",
 }
 
 #: backend name -> module file name inside a family folder
@@ -79,6 +81,9 @@ PREFERRED: dict[str, tuple[str, ...]] = {
     "matmul_int8": _CYTHON_FIRST,
     "gru_recurrence_int8": _CYTHON_FIRST,
     "lstm_recurrence_int8": _CYTHON_FIRST,
+    # the C step the native beam search runs (kernels/beam/_native.pxi)
+    "beam_topk": _CYTHON_FIRST,
+    "beam_advance": _CYTHON_FIRST,
 }
 
 

@@ -14,7 +14,7 @@ import numpy as np
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
 from seqjit.models.base import Seq2SeqModel
 
-from . import native_greedy
+from . import native_beam, native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
 from .greedy_runner import RunnerPool
@@ -272,6 +272,10 @@ def _decode_parts(model, ids, lens, parts, opts, callback) -> list:
 def _decode(model, state, opts, callback) -> list:
     """Results for every row of a fresh ``state``: native greedy where it applies, else the loops."""
     if opts.beam_size > 1:
+        if native_beam.eligible(model, opts) and getattr(model, "replay", None) != "python":
+            results = native_beam.native_beam(model, state, opts, _suppressed(model))
+            if results is not None:
+                return results
         return beam_search(model, state, opts, suppressed=_suppressed(model))
     if native_greedy.eligible(model, opts, callback):
         results = native_greedy.native_greedy(model, state, opts, _suppressed(model))

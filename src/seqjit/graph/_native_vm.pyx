@@ -521,3 +521,6 @@ def team_forgive():
     """Forget a back-off of the team of two (it steps back for 50 ms after a preempted worker), for
     tests that need it now."""
     sj_team_forgive()
+
+
+include "_native_beam.pxi"

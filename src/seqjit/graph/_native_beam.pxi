@@ -1,0 +1,152 @@
+# Beam search to the end in one native call: ``include "_native_beam.pxi"`` in _native_vm.pyx.
+# The step kernels (log-softmax, score processors, top-2K, bookkeeping) are kernels/beam/_native.pxi;
+# this file is the loop around them and the decoder-state reorder. Driven by
+# seqjit.decoding.native_beam, which says what each array holds.
+
+include "beam/_native.pxi"
+
+from libc.math cimport pow
+
+
+cdef void _reorder_rows(char* base, Py_ssize_t row_bytes, Py_ssize_t chunks, Py_ssize_t chunk_bytes,
+                        Py_ssize_t used_bytes, const int64_t* parent, int K, Py_ssize_t first_row,
+                        char* scratch) noexcept nogil:
+    """Rows ``first_row + k`` (k < K) of one state array take the content of rows
+    ``first_row + parent[k]``: only the first ``used_bytes`` of each of a row's ``chunks`` chunks
+    (``chunk_bytes`` apart: a KV cache's heads, of which the first t + 1 positions are in use), only
+    for the rows that move; gathered into ``scratch`` first, so a row read after it was written is
+    never wrong."""
+    cdef int k, n = 0
+    cdef Py_ssize_t c
+    for k in range(K):
+        if parent[k] != k:
+            for c in range(chunks):
+                memcpy(scratch + (n * chunks + c) * used_bytes,
+                       base + (first_row + parent[k]) * row_bytes + c * chunk_bytes, used_bytes)
+            n += 1
+    n = 0
+    for k in range(K):
+        if parent[k] != k:
+            for c in range(chunks):
+                memcpy(base + (first_row + k) * row_bytes + c * chunk_bytes,
+                       scratch + (n * chunks + c) * used_bytes, used_bytes)
+            n += 1
+
+
+def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,
+         tuple state, cnp.ndarray layout, cnp.ndarray run_tokens, cnp.ndarray run_scores,
+         cnp.ndarray fin_tokens, cnp.ndarray fin_len, cnp.ndarray fin_scores, cnp.ndarray fin_done,
+         cnp.ndarray active, cnp.ndarray banned, int cur, int t0, int max_len, int eos, int min_length,
+         int start_id, double repetition_penalty, int ngram, double length_penalty, cnp.ndarray scratch,
+         int nthreads, int stop_active):
+    """Beam search over ``S = active.shape[0]`` sources of ``K`` beams (state rows ``s * K + k``),
+    from step ``t0`` until every source is done or at most ``stop_active`` sources are still active.
+
+    ``step`` reads ``prev`` [S*K] and ``stepv`` [] and writes ``logits`` [S*K, V]; ``writeback``
+    copies the recurrent state back. ``state``: the decoder state arrays (C-contiguous, batch first)
+    that move with their beam; ``layout`` int64 [len(state), 3]: chunks per row, chunk bytes, bytes
+    per time step (0: no time axis, the whole chunk is used). ``run_tokens``/``fin_tokens`` int64
+    [2, S, K, max_len] (buffer ``cur`` holds the histories), ``run_scores``/``fin_scores`` float32
+    [S, K], ``fin_len`` int64 [S, K], ``fin_done``/``active`` int32. A source that can no longer
+    improve is frozen (its rows still run; their results are ignored).
+
+    Returns ``(t, cur, finished)``: the next step, the history buffer in use, and whether decoding is
+    over (max_len reached, every candidate ended, or no source can improve)."""
+    cdef int S = <int>active.shape[0], K = <int>run_scores.shape[1], V = <int>logits.shape[1]
+    cdef Py_ssize_t ld = logits.strides[0] // 4, T = max_len
+    cdef float* lg = <float*>cnp.PyArray_DATA(logits)
+    cdef int64_t* pv = <int64_t*>cnp.PyArray_DATA(prev)
+    cdef int64_t* sv = <int64_t*>cnp.PyArray_DATA(stepv)
+    cdef int64_t* runt = <int64_t*>cnp.PyArray_DATA(run_tokens)
+    cdef int64_t* fint = <int64_t*>cnp.PyArray_DATA(fin_tokens)
+    cdef float* rsc = <float*>cnp.PyArray_DATA(run_scores)
+    cdef float* fsc = <float*>cnp.PyArray_DATA(fin_scores)
+    cdef int64_t* fln = <int64_t*>cnp.PyArray_DATA(fin_len)
+    cdef int32_t* fdn = <int32_t*>cnp.PyArray_DATA(fin_done)
+    cdef int32_t* act = <int32_t*>cnp.PyArray_DATA(active)
+    cdef int64_t* bn = <int64_t*>cnp.PyArray_DATA(banned)
+    cdef int nb = <int>banned.shape[0]
+    cdef int64_t* lay = <int64_t*>cnp.PyArray_DATA(layout)
+    cdef char* scr = <char*>cnp.PyArray_DATA(scratch)
+    cdef int n_state = <int>len(state), i
+    cdef Py_ssize_t plane = <Py_ssize_t>S * K * T
+    if S == 0 or K < 1 or K > SJ_BEAM_MAXK or 2 * K > <Py_ssize_t>K * V:
+        raise ValueError(f"beam: {S} sources of {K} beams over {V} tokens is outside what the native step takes")
+    if logits.shape[0] != S * K or logits.strides[1] != 4 or logits.dtype.num != cnp.NPY_FLOAT32:
+        raise ValueError("logits must be float32 [S*K, V] with contiguous rows")
+    if layout.shape[0] != n_state or layout.shape[1] != 3:
+        raise ValueError("layout must be int64 [len(state), 3]")
+    cdef char** bases = <char**>malloc((n_state + 1) * sizeof(char*))
+    cdef Py_ssize_t* row_bytes = <Py_ssize_t*>malloc((n_state + 1) * sizeof(Py_ssize_t))
+    cdef float* cand_s = <float*>malloc(2 * K * sizeof(float))
+    cdef int64_t* cand_i = <int64_t*>malloc(2 * K * sizeof(int64_t))
+    cdef int64_t* parent = <int64_t*>malloc(<Py_ssize_t>S * K * sizeof(int64_t))
+    cdef float* hist = <float*>malloc((T + 2) * sizeof(float))
+    if not (bases and row_bytes and cand_s and cand_i and parent and hist):
+        free(bases); free(row_bytes); free(cand_s); free(cand_i); free(parent); free(hist)
+        raise MemoryError()
+    for i in range(n_state):
+        arr = <cnp.ndarray>state[i]
+        bases[i] = <char*>cnp.PyArray_DATA(arr)
+        row_bytes[i] = arr.strides[0]
+    cdef int t = t0, s, k, b, status, rc = 0, team, n_improvable, all_end, finished = 0
+    cdef float divisor
+    cdef Py_ssize_t used
+    with nogil:
+        team = step._hold_team(nthreads)
+        writeback.team_nt = step.team_nt
+        while t < max_len:
+            rc = step._run_held(nthreads, team)
+            if rc:
+                break
+            divisor = <float>pow(<double>(t + 1), length_penalty)
+            n_improvable = 0
+            all_end = 1
+            for s in range(S):
+                for k in range(K):
+                    parent[s * K + k] = k
+                if not act[s]:
+                    continue
+                for b in range(s * K, s * K + K):
+                    sj_log_softmax_row(lg + b * ld, V)
+                    sj_process_row(lg + b * ld, V, runt + cur * plane + b * T, t, start_id,
+                                   <float>repetition_penalty, ngram, eos, min_length, bn, nb, hist)
+                sj_beam_topk_source(lg + s * K * ld, ld, K, V, rsc + s * K, 2 * K, cand_s, cand_i)
+                status = sj_beam_advance_source(
+                    cand_s, cand_i, V, t, max_len, eos, divisor, K,
+                    runt + cur * plane + s * K * T, runt + (1 - cur) * plane + s * K * T, rsc + s * K,
+                    fint + cur * plane + s * K * T, fint + (1 - cur) * plane + s * K * T,
+                    fln + s * K, fsc + s * K, fdn + s * K, parent + s * K, pv + s * K)
+                if not (status & 2):
+                    all_end = 0
+                if status & 1:
+                    n_improvable += 1
+                else:  # frozen: its finished hypotheses in both buffers, whichever ends up current
+                    act[s] = 0
+                    memcpy(fint + cur * plane + s * K * T, fint + (1 - cur) * plane + s * K * T,
+                           K * T * sizeof(int64_t))
+            cur = 1 - cur
+            t += 1
+            if t >= max_len or all_end or n_improvable == 0:
+                finished = 1
+                break
+            sv[0] += 1
+            if writeback.n:
+                rc = writeback._run(nthreads)
+                if rc:
+                    break
+            # the state rows follow their beams (positions 0 .. t - 1 of a time axis are in use)
+            for i in range(n_state):
+                used = lay[i * 3 + 2] * t if lay[i * 3 + 2] else lay[i * 3 + 1]
+                for s in range(S):
+                    if act[s]:
+                        _reorder_rows(bases[i], row_bytes[i], lay[i * 3], lay[i * 3 + 1], used, parent + s * K,
+                                      K, <Py_ssize_t>s * K, scr)
+            if n_improvable <= stop_active:
+                break
+        writeback.team_nt = 1
+        step._free_team(team)
+    free(bases); free(row_bytes); free(cand_s); free(cand_i); free(parent); free(hist)
+    if rc:
+        (step if step.err else writeback).raise_error()
+    return t, cur, bool(finished)
