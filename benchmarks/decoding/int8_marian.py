@@ -3,6 +3,7 @@ int8: greedy tokens/s at batch 1 and 16 with 1 and 2 threads, each engine in its
 resident memory; model directory sizes; the batch-1 weight-read floor; int8-vs-float32 accuracy.
 
     python benchmarks/decoding/int8_marian.py [--rounds 3]
+    python benchmarks/decoding/int8_marian.py --beam 4 --speed-only     # beam search, tokens/s only
 
 Every engine decodes exactly NEW_TOKENS (20) tokens for SRC_LEN (20) token sources. CTranslate2 int8
 is its float32 conversion loaded with ``compute_type="int8"`` (weights quantized at load, as its
@@ -38,7 +39,7 @@ def int8_dir() -> Path:
     return out
 
 
-def engine(name: str, threads: int):
+def engine(name: str, threads: int, beam: int = 1):
     import seqjit
 
     seqjit.set_num_threads(threads)
@@ -46,22 +47,22 @@ def engine(name: str, threads: int):
     if name.startswith("seqjit"):
         model = seqjit.load(int8_dir()) if name.endswith("int8") else seqjit.convert.from_hf(root / "hf")
         return lambda srcs: [r.ids[0] for r in model.generate(
-            srcs, max_length=w.NEW_TOKENS, min_length=w.NEW_TOKENS, beam_size=1, max_batch_size=len(srcs))]
+            srcs, max_length=w.NEW_TOKENS, min_length=w.NEW_TOKENS, beam_size=beam, max_batch_size=len(srcs))]
     import ctranslate2
 
     tr = ctranslate2.Translator(str(root / "ct2"), device="cpu", compute_type=name.split()[1].replace("fp", "float"),
                                 intra_threads=threads, inter_threads=1)
 
     def run(srcs):
-        out = tr.translate_batch([w.token_names(s) for s in srcs], beam_size=1, max_batch_size=len(srcs),
+        out = tr.translate_batch([w.token_names(s) for s in srcs], beam_size=beam, max_batch_size=len(srcs),
                                  min_decoding_length=w.NEW_TOKENS, max_decoding_length=w.NEW_TOKENS)
         return [w.token_ids(r.hypotheses[0]) for r in out]
     return run
 
 
-def child(name: str, threads: int, rounds: int) -> dict:
-    run = engine(name, threads)
-    result = {"engine": name, "threads": threads}
+def child(name: str, threads: int, rounds: int, beam: int = 1) -> dict:
+    run = engine(name, threads, beam)
+    result = {"engine": name, "threads": threads, "beam": beam}
     for batch in (1, 16):
         srcs = w.sources(batch)
         run(srcs)  # warm up
@@ -144,6 +145,26 @@ def accuracy() -> dict:
             "mean_err": float(np.abs(a - b).mean()), "logit_std": float(a.std())}
 
 
+def speed_table(rows: list, beam: int) -> str:
+    """tokens/s per engine at its best thread setting, and each seqjit engine over the CTranslate2
+    engine of its precision (best vs best)."""
+    best = {}
+    for r in rows:
+        for batch in (1, 16):
+            key = (r["engine"], batch)
+            if key not in best or r[f"tok_s_{batch}"] > best[key][0]:
+                best[key] = (r[f"tok_s_{batch}"], r["threads"])
+    lines = [f"beam {beam}: tokens/s, best of 1 and 2 threads", "", "| engine | batch 1 | batch 16 | vs CTranslate2 (1 / 16) |",
+             "|---|---:|---:|---:|"]
+    for name in dict.fromkeys(r["engine"] for r in rows):
+        cells = [f"{best[(name, b)][0]:.1f} (t={best[(name, b)][1]})" for b in (1, 16)]
+        peer = "ctranslate2 " + name.split()[1] if name.startswith("seqjit") else None
+        ratio = " / ".join(f"{best[(name, b)][0] / best[(peer, b)][0]:.2f}x" for b in (1, 16)) \
+            if peer and (peer, 1) in best else ""
+        lines.append(f"| {name} | {cells[0]} | {cells[1]} | {ratio} |")
+    return "\n".join(lines)
+
+
 def size_mb(path: Path) -> float:
     return sum(f.stat().st_size for f in path.iterdir() if f.is_file()) / 1e6
 
@@ -151,12 +172,14 @@ def size_mb(path: Path) -> float:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--beam", type=int, default=1, help="beam size of every engine (1: greedy)")
+    p.add_argument("--speed-only", action="store_true", help="tokens/s only: no floor, accuracy or sizes")
     p.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated subset of {', '.join(ENGINES)}")
     p.add_argument("--child", nargs=2, metavar=("ENGINE", "THREADS"), help=argparse.SUPPRESS)
     p.add_argument("--floor", type=int, metavar="THREADS", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
-        print(json.dumps(child(args.child[0], int(args.child[1]), args.rounds)))
+        print(json.dumps(child(args.child[0], int(args.child[1]), args.rounds, args.beam)))
         return 0
     if args.floor:
         print(json.dumps(floor(args.floor)))
@@ -166,10 +189,13 @@ def main(argv=None) -> int:
     rows = []
     for name in args.engines.split(","):
         for threads in (1, 2):
-            out = subprocess.run([sys.executable, __file__, "--child", name, str(threads), "--rounds", str(args.rounds)],
-                                 check=True, capture_output=True, text=True).stdout
+            out = subprocess.run([sys.executable, __file__, "--child", name, str(threads), "--rounds", str(args.rounds),
+                                  "--beam", str(args.beam)], check=True, capture_output=True, text=True).stdout
             rows.append(json.loads(out.strip().splitlines()[-1]))
             print(rows[-1], flush=True)
+    if args.speed_only:
+        print(speed_table(rows, args.beam))
+        return 0
     floors = {t: json.loads(subprocess.run([sys.executable, __file__, "--floor", str(t)], check=True,
                                            capture_output=True, text=True).stdout.strip().splitlines()[-1])
               for t in (1, 2)}

@@ -2,6 +2,7 @@
 threads, the best setting of each reported, ratios taken from the same run.
 
     python benchmarks/decoding/run_small.py [--out benchmarks/results/small_models.md] [--hog]
+    python benchmarks/decoding/run_small.py --models tiny --modes beam4,topk10 --engines seqjit,ctranslate2
 
 Tiny Transformer: seqjit vs CTranslate2 float32 and transformers (tokens/s). GRU seq2seq:
 seqjit vs a plain NumPy loop and PyTorch (words/s; batch 1 is one word per call).
@@ -23,14 +24,14 @@ ENGINES = {"tiny": ("seqjit", "ctranslate2", "transformers"), "gru": ("seqjit", 
 PEER = {"tiny": "ctranslate2", "gru": "numpy"}
 
 
-def run_one(model: str, engine: str, threads: int, tmp: Path) -> list:
-    out = tmp / f"{model}-{engine}-{threads}.json"
-    env = {**os.environ, "SEQJIT_SMALL": f"{model}:{engine}:{threads}"}
+def run_one(model: str, engine: str, threads: int, tmp: Path, mode: str = "greedy") -> list:
+    out = tmp / f"{model}-{engine}-{threads}-{mode}.json"
+    env = {**os.environ, "SEQJIT_SMALL": f"{model}:{engine}:{threads}:{mode}"}
     if engine != "seqjit":
         env.pop("OMP_WAIT_POLICY", None)
     cmd = [sys.executable, "-m", "pytest", str(HERE / "test_bench_small.py"), "-q", "-p", "no:randomly",
            "--benchmark-enable", "--benchmark-only", f"--benchmark-json={out}"]
-    print(f"== {model} {engine} threads={threads}", flush=True)
+    print(f"== {model} {mode} {engine} threads={threads}", flush=True)
     subprocess.run(cmd, check=True, cwd=ROOT, env=env, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())["benchmarks"]
 
@@ -38,8 +39,10 @@ def run_one(model: str, engine: str, threads: int, tmp: Path) -> list:
 def table(results: list) -> str:
     rows, best = [], {}
     for b in results:
-        e = b["extra_info"]
+        e = dict(b["extra_info"])
         rate = e["items" if e["model"] == "gru" else "tokens"] / b["stats"]["median"]
+        if e.get("mode", "greedy") != "greedy":
+            e["model"] = f"{e['model']} {e['mode']}"
         key = (e["model"], e["batch"], e["engine"])
         rows.append((e["model"], e["batch"], e["engine"], e["threads"], rate))
         if key not in best or rate > best[key][1]:
@@ -48,9 +51,9 @@ def table(results: list) -> str:
              "|---|---:|---|---:|---:|---:|---:|"]
     for (model, batch, engine), (threads, rate) in sorted(best.items()):
         per = {t: r for m, bb, e, t, r in rows if (m, bb, e) == (model, batch, engine)}
-        peer = best.get((model, batch, PEER[model]))
+        peer = best.get((model, batch, PEER[model.split()[0]]))
         ratio = f"{best[(model, batch, 'seqjit')][1] / peer[1]:.2f}x" if engine == "seqjit" and peer else ""
-        unit = "words/s" if model == "gru" else "tok/s"
+        unit = "words/s" if model.startswith("gru") else "tok/s"
         lines.append(f"| {model} | {batch} | {engine} | {per.get(1, 0):,.0f} | {per.get(2, 0):,.0f} | "
                      f"{rate:,.0f} {unit} (t={threads}) | {ratio} |")
     return "\n".join(lines)
@@ -60,6 +63,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/small_models.md"))
     p.add_argument("--models", default="tiny,gru")
+    p.add_argument("--modes", default="greedy", help="decoding modes of the tiny model: greedy, beam4, topk10")
     p.add_argument("--engines", default=None, help="comma-separated subset of the engines (default: all)")
     p.add_argument("--hog", action="store_true",
                    help="keep one CPU-bound process (`while True: pass`) running on the machine meanwhile")
@@ -73,11 +77,12 @@ def main(argv=None):
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for model in args.models.split(","):
-                for engine in ENGINES[model]:
-                    if args.engines and engine not in args.engines.split(","):
-                        continue
-                    for threads in (1, 2):
-                        results += run_one(model, engine, threads, Path(tmp))
+                for mode in (args.modes.split(",") if model == "tiny" else ["greedy"]):
+                    for engine in ENGINES[model]:
+                        if args.engines and engine not in args.engines.split(","):
+                            continue
+                        for threads in (1, 2):
+                            results += run_one(model, engine, threads, Path(tmp), mode)
     finally:
         if hog is not None:
             hog.kill()

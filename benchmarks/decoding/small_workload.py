@@ -7,8 +7,9 @@
   (phonemes), seeded PyTorch modules; words of 4-12 letters; exactly 8 generated tokens, greedy.
   Engines: seqjit, a plain NumPy loop over the same weights (``x @ W.T`` per step), PyTorch.
 
-``engine(model, name, threads)`` returns ``run(batch) -> list of id lists``; every engine of a
-model generates the same number of tokens per source. Models are cached under
+``engine(model, name, threads, mode)`` returns ``run(batch) -> list of id lists``; every engine of a
+model generates the same number of tokens per source. Modes of the tiny Transformer (``MODES``):
+greedy, beam 4 (``beam4``) and top-k 10 sampling (``topk10``); the GRU model decodes greedily. Models are cached under
 ``$SEQJIT_BENCH_CACHE`` (default /tmp/seqjit-bench-small).
 """
 from __future__ import annotations
@@ -84,34 +85,41 @@ def _ids(names):
     return [0 if n == "</s>" else 1 if n == "<unk>" else int(n[1:]) for n in names]
 
 
-def tiny_engine(name: str, threads: int):
+#: decoding mode -> (beam size, top-k: 1 is no sampling)
+MODES = {"greedy": (1, 1), "beam4": (4, 1), "topk10": (1, 10)}
+
+
+def tiny_engine(name: str, threads: int, mode: str = "greedy"):
     root = prepare_tiny()
+    beam, topk = MODES[mode]
     if name == "seqjit":
         import seqjit
 
         seqjit.set_num_threads(threads)
         model = seqjit.from_hf(root / "hf")
+        opts = dict(beam_size=beam, sampling_topk=topk, seed=0 if topk > 1 else None)
         return lambda srcs: [r.ids[0] for r in model.generate(srcs, max_length=TINY_NEW, min_length=TINY_NEW,
-                                                               max_batch_size=len(srcs))]
+                                                               max_batch_size=len(srcs), **opts)]
     if name == "ctranslate2":
         import ctranslate2
 
         tr = ctranslate2.Translator(str(root / "ct2"), device="cpu", compute_type="float32", intra_threads=threads,
                                     inter_threads=1)
         return lambda srcs: [_ids(r.hypotheses[0]) for r in tr.translate_batch(
-            [_names(s) for s in srcs], beam_size=1, max_batch_size=len(srcs), min_decoding_length=TINY_NEW,
-            max_decoding_length=TINY_NEW)]
+            [_names(s) for s in srcs], beam_size=beam, sampling_topk=topk, max_batch_size=len(srcs),
+            min_decoding_length=TINY_NEW, max_decoding_length=TINY_NEW)]
     if name == "transformers":
         import torch
         from transformers import MarianMTModel
 
         torch.set_num_threads(threads)
         model = MarianMTModel.from_pretrained(root / "hf").eval()
+        opts = dict(do_sample=True, top_k=topk) if topk > 1 else dict(do_sample=False)
 
         def run(srcs):
             with torch.inference_mode():
-                out = model.generate(input_ids=torch.tensor(srcs), do_sample=False, num_beams=1,
-                                     min_new_tokens=TINY_NEW, max_new_tokens=TINY_NEW, bad_words_ids=[[99]])
+                out = model.generate(input_ids=torch.tensor(srcs), num_beams=beam, min_new_tokens=TINY_NEW,
+                                     max_new_tokens=TINY_NEW, bad_words_ids=[[99]], **opts)
             return out[:, 1:].tolist()
         return run
     raise ValueError(f"unknown engine {name!r} for the tiny Transformer")

@@ -188,8 +188,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     return results
 
 
-#: a batch decoded by native greedy search is split over the intra-op threads in parts of at least
-#: this many rows, each part decoded on its own thread with its own plans (no synchronisation
+#: a batch decoded by native greedy or beam search is split over the intra-op threads in parts of at
+#: least this many sources, each part decoded on its own thread with its own plans (no synchronisation
 #: between them: a busy core slows its part only, where per-node threads would wait for it)
 SPLIT_MIN_ROWS = 8
 _pool = None
@@ -202,7 +202,8 @@ def _parts(model, rows: np.ndarray, lens: np.ndarray, opts, callback) -> list:
     so each part pads little."""
     threads = get_num_threads()
     count = min(threads, rows.shape[0] // SPLIT_MIN_ROWS)
-    if count < 2 or not native_greedy.eligible(model, opts, callback) or getattr(model, "replay", None) == "python":
+    native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, callback)
+    if count < 2 or not native or getattr(model, "replay", None) == "python":
         return [rows]
     work = np.cumsum(lens[rows] + opts.max_length)
     cuts = np.searchsorted(work, work[-1] * np.arange(1, count) / count)
