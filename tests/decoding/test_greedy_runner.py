@@ -84,13 +84,16 @@ def test_runner_serves_concurrent_callers(pairs):
 
 
 def test_runner_not_used_where_it_does_not_apply(pairs, monkeypatch):
-    """The Python replay, beam search, 16 rows or more, or a callback: no runner."""
+    """The Python replay, beam search with attention output, 16 rows or more (sources x beams), or a
+    callback: no runner (beam search runs on BeamRunners: tests/decoding/test_native_beam.py)."""
     native, python, high = pairs["g2p-gru"]
     made = _runners_made(monkeypatch)
     src = _sources(native, high, 2, 5)
     python.generate(src, max_length=6)
-    native.generate(src, max_length=6, beam_size=2)
+    attention = pairs["g2p-attention"][0]
+    attention.generate(_sources(attention, None, 2, 5), max_length=6, beam_size=2, return_attention=True)
     native.generate(_sources(native, high, 16, 5), max_length=6)
+    native.generate(_sources(native, high, 4, 5), max_length=6, beam_size=4)
     native.generate(src, max_length=6, callback=lambda tok: False)
     assert made == []
     native.generate(src, max_length=6)

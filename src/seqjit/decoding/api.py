@@ -215,9 +215,10 @@ _pools_lock = threading.Lock()
 
 
 def _runner_decode(model, ids, lens, opts) -> list | None:
-    """Plain greedy decoding of a batch of fewer than ``COMPACT_MIN_ROWS`` rows through the model's
+    """Plain greedy or beam search of a batch of fewer than ``COMPACT_MIN_ROWS`` rows through the model's
     :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not apply."""
-    if ids.shape[0] >= native_greedy.COMPACT_MIN_ROWS or not native_greedy.eligible(model, opts, None) \
+    native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, None)
+    if ids.shape[0] * opts.beam_size >= native_greedy.COMPACT_MIN_ROWS or not native \
             or getattr(model, "replay", None) == "python" or not _runs_base_decode(type(model)):
         return None
     pool = model.__dict__.get("_greedy_runners")

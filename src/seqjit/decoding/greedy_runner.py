@@ -35,7 +35,10 @@ MAX_IDLE_BYTES = 256 << 20
 
 
 class GreedyRunner:
-    """The encoder and decoder-step programs of one batch shape, bound once; :meth:`decode` runs them."""
+    """The encoder and decoder-step programs of one batch shape, bound once; :meth:`decode` runs them.
+    ``beams`` step rows per source (:class:`~seqjit.decoding.beam_runner.BeamRunner`: K > 1)."""
+
+    beams = 1
 
     def __init__(self, model, batch: int, width: int, max_length: int):
         self.executors = (model.executor("encoder"), model.executor("decoder_step"))
@@ -57,23 +60,28 @@ class GreedyRunner:
         if self.encoder is None:
             raise Unsupported("encoder plan")
         self.encoder.bind(enc_feeds)
-        # the step reads the encoder's outputs from arrays of its own (an output may be a strided view)
+        # the step reads the encoder's outputs from arrays of its own (an output may be a strided view),
+        # each source's row repeated for its beams
+        rows = batch * self.beams
         needed = [n for n in step_ex.graph.inputs if n in self.encoder.outputs]
-        self.encoded = [(self.encoder.output(n), np.zeros_like(self.encoder.output(n), order="C")) for n in needed]
-        specs = model.decoder_state_specs(batch, max_length)
-        decoder = {name: np.zeros(s.shape, s.dtype) for name, s in specs.items()}
-        timed = model.decoder_state_time_axes()
+        self.encoded = [(self.encoder.output(n), np.zeros((rows,) + self.encoder.output(n).shape[1:],
+                                                          self.encoder.output(n).dtype)) for n in needed]
+        self.step_lengths = self.lengths if self.beams == 1 else np.zeros(rows, np.int64)
+        specs = model.decoder_state_specs(rows, max_length)
+        self.decoder = decoder = {name: np.zeros(s.shape, s.dtype) for name, s in specs.items()}
+        self.time_axes = timed = model.decoder_state_time_axes()
         # a KV cache is written at step t before it is read up to t: only state without a time axis
         # (an RNN's hidden state) carries over between decodes and is zeroed
         self.to_zero = [arr for name, arr in decoder.items() if name not in timed]
-        feeds = {PREV_TOKENS: np.zeros(batch, np.int64), STEP: np.zeros((), np.int64), SRC_LENGTHS: self.lengths,
+        feeds = {PREV_TOKENS: np.zeros(rows, np.int64), STEP: np.zeros((), np.int64), SRC_LENGTHS: self.step_lengths,
                  **{n: dst for n, (_, dst) in zip(needed, self.encoded)}, **decoder}
         step_plan = step_ex.lease(feeds)
         self.plans.append((step_ex, step_plan))
         native = step_plan.native_replay(feeds)
         if native is None:
             raise Unsupported("decoder step plan")
-        arrays = native.bind(feeds)
+        self.bound = arrays = native.bind(feeds)
+        self.inputs = native.inputs
         self.copy_back = native.copy_back_program([(NEXT + key, key) for key in decoder])
         self.copy_back.set_inputs(arrays)
         self.program, self.logits = native.program, native.output(LOGITS)
@@ -83,18 +91,27 @@ class GreedyRunner:
         self.nbytes = (enc_plan.memory.planned_bytes + step_plan.memory.planned_bytes
                        + sum(a.nbytes for a in decoder.values()) + sum(d.nbytes for _, d in self.encoded))
 
-    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
-        """Greedy results for ``ids`` [batch, width] (int64) with ``lengths``; ``options`` plain greedy."""
+    def start(self, ids: np.ndarray, lengths: np.ndarray) -> int:
+        """Encode ``ids`` [batch, width] (int64) with ``lengths`` and reset the step's inputs; returns
+        the thread count to run with."""
         np.copyto(self.ids, ids)
         np.copyto(self.lengths, lengths)
         threads = get_num_threads()
         self.encoder.program.run(threads)
+        k = self.beams
         for src, dst in self.encoded:
-            np.copyto(dst, src)
+            np.copyto(dst.reshape((src.shape[0], k) + src.shape[1:]) if k > 1 else dst, src[:, None] if k > 1 else src)
+        if k > 1:
+            np.copyto(self.step_lengths.reshape(-1, k), lengths[:, None])
         for arr in self.to_zero:
             arr.fill(0)
         self.prev_bound.fill(self.start_id)
         self.step_bound.fill(0)
+        return threads
+
+    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
+        """Greedy results for ``ids`` [batch, width] (int64) with ``lengths``; ``options`` plain greedy."""
+        threads = self.start(ids, lengths)
         batch, steps = self.ids.shape[0], self.max_length
         out = np.zeros((batch, steps), np.int64)
         out_lengths = np.zeros(batch, np.int64)
@@ -121,11 +138,13 @@ class RunnerPool:
         self.banned = banned  # the model's never-generated tokens (sorted int64)
 
     def decode(self, model, ids, lengths, options) -> list | None:
-        """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows decoded
-        greedily; None when the model's plans have no native form (the caller decodes otherwise)."""
-        if ids.shape[0] >= COMPACT_MIN_ROWS:
+        """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
+        beams) decoded greedily or by beam search; None when the model's plans have no native form
+        (the caller decodes otherwise)."""
+        if ids.shape[0] * options.beam_size >= COMPACT_MIN_ROWS:
             return None
-        key = (ids.shape, options.max_length, model.executor("encoder"), model.executor("decoder_step"))
+        key = (ids.shape, options.max_length, options.beam_size, model.executor("encoder"),
+               model.executor("decoder_step"))
         with self._lock:
             idle = self._idle.get(key, [])
             if idle is None:
@@ -135,7 +154,12 @@ class RunnerPool:
                 self._idle_bytes -= runner.nbytes
         if runner is None:
             try:
-                runner = GreedyRunner(model, ids.shape[0], ids.shape[1], options.max_length)
+                if options.beam_size > 1:
+                    from .beam_runner import BeamRunner
+
+                    runner = BeamRunner(model, ids.shape[0], ids.shape[1], options.max_length, options.beam_size)
+                else:
+                    runner = GreedyRunner(model, ids.shape[0], ids.shape[1], options.max_length)
             except Unsupported:
                 with self._lock:
                     self._idle[key] = None

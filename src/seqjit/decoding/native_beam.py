@@ -29,16 +29,18 @@ MAX_BEAM = 128
 
 
 def eligible(model, options) -> bool:
-    """Beam search of a model whose step is the base class's, without attention output."""
+    """Beam search of a model whose step is the base class's, without attention output (a
+    vocabulary of one token has fewer than 2K candidates: the reference loop)."""
+    vocab = getattr(model, "target_vocab_size", None)
     return (type(model).step is Seq2SeqModel.step and not profiler.active() and 1 < options.beam_size <= MAX_BEAM
-            and not options.return_attention)
+            and not options.return_attention and (vocab is None or vocab >= 2))
 
 
-def _layout(state, names, arrays) -> np.ndarray:
+def _layout(time_axes: dict, names, arrays) -> np.ndarray:
     """For each state array: chunks per row, bytes per chunk, bytes per time step (0: no time axis)."""
     rows = []
     for name, arr in zip(names, arrays):
-        axis = state.time_axes.get(name)
+        axis = time_axes.get(name)
         if axis is None or not 1 <= axis < arr.ndim:
             rows.append((1, arr.strides[0], 0))
         else:
@@ -47,32 +49,67 @@ def _layout(state, names, arrays) -> np.ndarray:
     return np.array(rows, np.int64).reshape(len(rows), 3)
 
 
+def _scratch(K: int, arrays) -> np.ndarray:
+    """Room for K rows of the widest state array (the reorder gathers a source's moved rows there)."""
+    return np.empty(K * max([a.strides[0] for a in arrays] + [8]), np.uint8)
+
+
+class BeamSearch:
+    """One native beam search's buffers, by source: token histories (double-buffered), running and
+    finished scores, lengths and flags; :meth:`run` advances the sources still in the batch."""
+
+    def __init__(self, eos: int, start_id: int, options, suppressed, n_src: int):
+        K, T = options.beam_size, options.max_length
+        self.K, self.T, self.options = K, T, options
+        self.eos, self.start_id = int(eos), int(start_id)
+        self.banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
+        self.run_tokens = np.zeros((2, n_src, K, T), np.int64)
+        self.fin_tokens = np.zeros((2, n_src, K, T), np.int64)
+        self.run_scores = np.tile(np.array([0.0] + [_NEG] * (K - 1), np.float32), (n_src, 1))
+        self.fin_len = np.zeros((n_src, K), np.int64)
+        self.fin_scores = np.full((n_src, K), _NEG, np.float32)
+        self.fin_done = np.zeros((n_src, K), np.int32)
+        self.active = np.ones(n_src, np.int32)
+        self.cur, self.t = 0, 0
+
+    def run(self, program, copy_back, logits, prev, stepv, moving, layout, scratch, src, stop: int) -> bool:
+        """Decode the sources ``src`` (the groups of K state rows, in order) from step ``self.t`` until
+        the search is over (returns True) or at most ``stop`` of them can still improve."""
+        every = src.shape[0] == self.active.shape[0]
+        big = (self.run_tokens, self.fin_tokens)
+        small = (self.run_scores, self.fin_len, self.fin_scores, self.fin_done, self.active)
+        part = big if every else [np.ascontiguousarray(a[:, src]) for a in big]
+        part_small = small if every else [np.ascontiguousarray(a[src]) for a in small]
+        o = self.options
+        self.t, self.cur, finished = _native_vm.beam(
+            program, copy_back, logits, prev, stepv, moving, layout, part[0], part_small[0], part[1],
+            part_small[1], part_small[2], part_small[3], part_small[4], self.banned, self.cur, self.t, self.T,
+            self.eos, int(o.min_length), self.start_id, float(o.repetition_penalty), int(o.no_repeat_ngram_size),
+            float(o.length_penalty), scratch, get_num_threads(), stop)
+        if not every:
+            for whole, sub in zip(big + small, list(part) + list(part_small)):
+                whole[(slice(None), src) if whole.ndim == 4 else src] = sub
+        return finished
+
+    def results(self) -> list:
+        return _results(self.fin_tokens[self.cur], self.fin_len, self.fin_scores, None, self.eos,
+                        self.options.num_hypotheses)
+
+
 def native_beam(model, state, options, suppressed) -> list | None:
     """Decode every source row of the fresh ``state``; None when the step plan has no native form
     (nothing has run then: the caller decodes with the reference loop)."""
-    n_src, K, T = state.batch, options.beam_size, options.max_length
-    vocab = model.target_vocab_size
-    if vocab is not None and 2 * K > K * vocab:
-        return None
+    n_src, K = state.batch, options.beam_size
     state.reorder(np.repeat(np.arange(n_src), K))
-    banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
-    run_tokens = np.zeros((2, n_src, K, T), np.int64)
-    fin_tokens = np.zeros((2, n_src, K, T), np.int64)
-    run_scores = np.tile(np.array([0.0] + [_NEG] * (K - 1), np.float32), (n_src, 1))
-    fin_len = np.zeros((n_src, K), np.int64)
-    fin_scores = np.full((n_src, K), _NEG, np.float32)
-    fin_done = np.zeros((n_src, K), np.int32)
-    active = np.ones(n_src, np.int32)
+    search = BeamSearch(model.eos_id, model.decoder_start_id, options, suppressed, n_src)
     src = np.arange(n_src)                      # the source of each group of K state rows
-    out = [fin_tokens, fin_len, fin_scores]     # by source, filled as sources leave or finish
     prev = np.full(n_src * K, model.decoder_start_id, np.int64)
-    cur, t = 0, 0
     while True:
         feeds = model.step_feeds(state, prev)
         plan = model.step_plan(state, "decoder_step", feeds)
         native = plan.native_replay(feeds)
         if native is None:
-            if t:
+            if search.t:
                 raise RuntimeError("the step plan of a compacted batch did not lower")  # not reached
             return None
         arrays = native.bind(feeds)
@@ -83,28 +120,17 @@ def native_beam(model, state, options, suppressed) -> list | None:
         copy_back.set_inputs(arrays)
         names = list(state.decoder)
         moving = tuple(arrays[native.inputs.index(n)] for n in names)
-        layout = _layout(state, names, moving)
-        scratch = np.empty(K * max([a.strides[0] for a in moving] + [8]), np.uint8)
         rows = src.shape[0]
-        part = [np.ascontiguousarray(a[:, src] if a.ndim == 4 else a[src])
-                for a in (run_tokens, fin_tokens)] if rows != n_src else [run_tokens, fin_tokens]
-        small = [np.ascontiguousarray(a[src]) for a in (run_scores, fin_len, fin_scores, fin_done, active)] \
-            if rows != n_src else [run_scores, fin_len, fin_scores, fin_done, active]
         stop = rows // 2 if rows * K >= COMPACT_MIN_ROWS else 0
-        t, cur, finished = _native_vm.beam(
-            native.program, copy_back, native.output(LOGITS), arrays[native.inputs.index(PREV_TOKENS)],
-            arrays[native.inputs.index(STEP)], moving, layout, part[0], small[0], part[1], small[1], small[2],
-            small[3], small[4], banned, cur, t, T, int(model.eos_id), int(options.min_length),
-            int(model.decoder_start_id), float(options.repetition_penalty), int(options.no_repeat_ngram_size),
-            float(options.length_penalty), scratch, get_num_threads(), stop)
-        if rows != n_src:
-            run_tokens[:, src], fin_tokens[:, src] = part
-            run_scores[src], fin_len[src], fin_scores[src], fin_done[src], active[src] = small
-        state.step = t
+        prev_bound = arrays[native.inputs.index(PREV_TOKENS)]
+        finished = search.run(native.program, copy_back, native.output(LOGITS), prev_bound,
+                              arrays[native.inputs.index(STEP)], moving, _layout(state.time_axes, names, moving),
+                              _scratch(K, moving), src, stop)
+        state.step = search.t
         if finished:
             break
-        keep = np.flatnonzero(active[src])
+        keep = np.flatnonzero(search.active[src])
         state.reorder((keep[:, None] * K + np.arange(K)).reshape(-1))
-        prev = np.ascontiguousarray(arrays[native.inputs.index(PREV_TOKENS)].reshape(rows, K)[keep].reshape(-1))
+        prev = np.ascontiguousarray(prev_bound.reshape(rows, K)[keep].reshape(-1))
         src = src[keep]
-    return _results(out[0][cur], out[1], out[2], None, int(model.eos_id), options.num_hypotheses)
+    return search.results()

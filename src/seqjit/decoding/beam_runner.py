@@ -1,0 +1,36 @@
+"""Native beam search of a small batch with its set-up made once: a :class:`BeamRunner`.
+
+The beam counterpart of :class:`~seqjit.decoding.greedy_runner.GreedyRunner`: for one batch shape
+(sources, padded width, ``max_length``, beam width K) it holds the encoder program of the sources and
+the step program of their ``sources x K`` rows, bound once. A decode copies the ids in, runs the
+encoder, repeats each source's encoder outputs for its K beams and runs
+:class:`~seqjit.decoding.native_beam.BeamSearch` to the end (no compaction: the batch is small).
+The same programs and arithmetic as :func:`~seqjit.decoding.native_beam.native_beam`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .greedy_runner import GreedyRunner
+from .native_beam import BeamSearch, _layout, _scratch
+
+
+class BeamRunner(GreedyRunner):
+    """A :class:`GreedyRunner` whose step program runs ``beams`` rows per source."""
+
+    def __init__(self, model, batch: int, width: int, max_length: int, beams: int):
+        self.beams = int(beams)
+        super().__init__(model, batch, width, max_length)
+        names = list(self.decoder)
+        self.moving = tuple(self.bound[self.inputs.index(n)] for n in names)
+        self.layout = _layout(self.time_axes, names, self.moving)
+        self.scratch = _scratch(self.beams, self.moving)
+
+    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
+        """Beam-search results for ``ids`` [batch, width] (int64) with ``lengths``."""
+        self.start(ids, lengths)
+        search = BeamSearch(self.eos, self.start_id, options, banned, ids.shape[0])
+        search.run(self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, self.moving,
+                   self.layout, self.scratch, np.arange(ids.shape[0]), 0)
+        return search.results()
+
