@@ -48,7 +48,7 @@ def from_torch(state_dict, arch: str = "transformer", *, device: str = "cpu", **
     except (KeyError, TypeError):
         raise ValueError(f"from_torch: unknown arch {arch!r}; known: {', '.join(sorted(FROM_TORCH))}") from None
     model = _resolve(target)(to_numpy_dict(state_dict), **config)
-    return model if device == "cpu" else model.to(device)
+    return model.prepare() if device == "cpu" else model.to(device)
 
 
 def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool = False, device: str = "cpu"):
@@ -78,7 +78,7 @@ def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool
     try:
         model = _resolve(FROM_HF[model_type])(directory, hf_config, backend=backend, dtype=dtype,
                                               allow_nonfinite=allow_nonfinite)
-        return model if device == "cpu" else model.to(device)
+        return model.prepare() if device == "cpu" else model.to(device)
     except ConfigError as exc:
         if isinstance(exc, ModelFormatError):
             raise

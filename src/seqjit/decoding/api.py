@@ -242,9 +242,21 @@ def _banned(model) -> np.ndarray:
     return np.array(sorted(set(int(t) for t in _suppressed(model))), np.int64)
 
 
+#: a batch of at least ``COMPACT_MIN_ROWS`` rows is padded to a multiple of this many source
+#: positions, so a file job's batches share a few plan shapes (a new shape costs a plan, its
+#: lowering and the first touch of its buffers); padding is masked, so the results do not change
+WIDTH_BUCKET = 4
+
+
 def _decode_rows(model, ids, lens, rows, opts, callback) -> list:
     width = max(1, int(lens[rows].max()))
-    state = model.start(ids[rows, :width], lens[rows], max_length=opts.max_length)
+    src = ids[rows, :width]
+    if rows.shape[0] >= native_greedy.COMPACT_MIN_ROWS and width % WIDTH_BUCKET:
+        width += WIDTH_BUCKET - width % WIDTH_BUCKET
+        pad = model.pad_id if model.pad_id is not None else 0
+        src = np.concatenate([ids[rows, :width], np.full((rows.shape[0], max(0, width - ids.shape[1])), pad, np.int64)],
+                             axis=1)
+    state = model.start(src, lens[rows], max_length=opts.max_length)
     try:
         return _decode(model, state, opts, callback)
     finally:

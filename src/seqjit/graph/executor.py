@@ -91,6 +91,34 @@ class _RecordingContext(BindContext):
         return fn
 
 
+class _BoundKernels:
+    """The Python replay's function of each node, made on first use: a plan replayed natively calls
+    the few it has no native kernel for, and the others never import their backend (Numba's import
+    and first compile are a cold first call's largest cost)."""
+
+    def __init__(self, nodes, contexts, device):
+        self._nodes, self._contexts, self._device = nodes, contexts, device
+        self._fns = [None] * len(nodes)
+
+    def __len__(self) -> int:
+        return len(self._fns)
+
+    def __getitem__(self, k: int):
+        fn = self._fns[k]
+        if fn is None:
+            op = self._nodes[k].op
+            fn = self._fns[k] = (get_op(op).make if self._device is None else self._device.maker(op))(self._contexts[k])
+        return fn
+
+    def __iter__(self):
+        return (self[k] for k in range(len(self._fns)))
+
+    def backends(self) -> list:
+        for k in range(len(self._fns)):
+            self[k]
+        return [ctx.resolved if get_op(n.op).kernel else "numpy" for n, ctx in zip(self._nodes, self._contexts)]
+
+
 class Plan:
     """A graph bound to one input signature; see the module docstring."""
 
@@ -193,21 +221,23 @@ class Plan:
             env[slot[name]] = value if device is None else device.constant(value)
         self._env, self._slot = env, slot
         self._input_slots = [(n, slot[n]) for n in self.graph.inputs]
-        self.backends: list = []
-        fns = []
+        contexts = []
         for node, full, node_modes in zip(nodes, attrs, modes):
             outs = [self.memory.views.get(o) if m == "out" else None for o, m in zip(node.outputs, node_modes)]
-            ctx = _RecordingContext(full, [None if i is None else self.specs[i] for i in node.inputs],
-                                    [self.specs[o] for o in node.outputs], outs, self._backend_for(node, backend), node.name)
-            fn = (get_op(node.op).make if device is None else device.maker(node.op))(ctx)
-            fns.append(fn)
-            self.backends.append(ctx.resolved if get_op(node.op).kernel else "numpy")
-        self.nodes, self.fns, self._step_list = nodes, fns, None
+            contexts.append(_RecordingContext(full, [None if i is None else self.specs[i] for i in node.inputs],
+                                              [self.specs[o] for o in node.outputs], outs,
+                                              self._backend_for(node, backend), node.name))
+        self.nodes, self.fns, self._step_list = nodes, _BoundKernels(nodes, contexts, device), None
         self._outputs = [(o, slot[o], self._kind[self._root[o]] in ("buf", "const")) for o in self.graph.outputs]
         # slots holding feeds, views of feeds or fresh arrays: cleared after a run so the plan does
         # not keep the caller's arrays alive
         self._dynamic = [slot[v] for v in list(self.graph.inputs) + [o for n in nodes for o in n.outputs]
                          if self._kind[self._root[v]] in ("input", "fresh")]
+
+    @property
+    def backends(self) -> list:
+        """The backend each node's kernel resolved to ("numpy" for glue ops)."""
+        return self.fns.backends()
 
     @property
     def _steps(self) -> list:

@@ -19,6 +19,19 @@ from seqjit.graph.native_ops import OP, OpLowerings, Unsupported, _addr  # noqa:
 _F32 = np.dtype(np.float32)
 
 
+class _Made:
+    """The Python function of node ``k`` of a plan, made when first called (a node lowered to a
+    native kernel never makes it)."""
+
+    __slots__ = ("fns", "k")
+
+    def __init__(self, fns, k: int):
+        self.fns, self.k = fns, k
+
+    def __call__(self, *args):
+        return self.fns[self.k](*args)
+
+
 class Lowering(OpLowerings):
     """Builds the program of one plan; see the module docstring."""
 
@@ -44,9 +57,9 @@ class Lowering(OpLowerings):
         #: the nodes that then need not run (seqjit.graph.input_fold)
         self.folds = find_folds(plan)
         self.skipped = {name for f in self.folds.values() for name in f.dead}
-        for node, attrs, modes, fn in zip(plan.nodes, plan.attrs, plan.modes, plan.fns):
+        for k, (node, attrs, modes) in enumerate(zip(plan.nodes, plan.attrs, plan.modes)):
             before = len(self.prog)
-            self._lower(node, attrs, modes, fn)
+            self._lower(node, attrs, modes, _Made(plan.fns, k))
             kind = "python" if self._called_back else "native"
             self.labels.extend([(node.name, node.op, kind)] * (len(self.prog) - before))
         self.prog.finish([_addr(feeds[n]) for n in self.inputs])

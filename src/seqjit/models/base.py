@@ -362,6 +362,15 @@ class Seq2SeqModel:
 
         return generate_stream(self, source, **options)
 
+    def prepare(self):
+        """Do now the part of a first decode that does not depend on the batch shape (importing the
+        native VM, the weight copies its kernels read), by decoding one token of a one-token source:
+        the loaders call it, so a first ``generate`` at a new shape costs about as much as a later
+        one. Returns the model."""
+        if self._gpu is None:
+            self.generate([[self.pad_id if self.pad_id is not None else 0]], max_length=1)
+        return self
+
     # -- persistence -----------------------------------------------------------------------------
     def save(self, path) -> None:
         """Write ``config.json`` and ``model.safetensors`` into directory ``path``."""

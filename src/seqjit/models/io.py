@@ -91,7 +91,7 @@ def load_model(path, *, backend=None, allow_nonfinite: bool = False, device: str
     weights, _ = read_safetensors(weights_path, spec=cls.weight_spec(config), warn_unchecked=True,
                                   allow_nonfinite=allow_nonfinite)
     model = cls(config, weights, backend=backend, source=str(weights_path))
-    return model if device == "cpu" else model.to(device)
+    return model.prepare() if device == "cpu" else model.to(device)
 
 
 __all__ = ["load_model", "save_model", "read_json", "read_safetensors", "write_safetensors", "refuse_pickles",

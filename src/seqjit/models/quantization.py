@@ -99,7 +99,7 @@ def quantize(model, scheme: str = "int8"):
     new = type(model)(config, weights, backend=model.backend, source="quantized weights")
     if hasattr(model, "replay"):
         new.replay = model.replay
-    return new
+    return new.prepare()
 
 
 __all__ = ["quantize", "quantized_spec", "int8_weight_names", "linear", "SCHEMES", "SCALE"]
