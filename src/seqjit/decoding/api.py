@@ -20,6 +20,7 @@ from .beam import beam_search
 from .greedy import greedy_search
 from .greedy_runner import RunnerPool
 from .limits import check_max_length
+from .native_stream import native_stream
 from .options import DecodingOptions, document_options
 from .results import GenerationResult, StepToken
 
@@ -305,15 +306,25 @@ def _drain(gen):
 
 @document_options
 def generate_stream(model, source, **options):
-    """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling)."""
+    """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
+
+    Each step runs in one native call (:mod:`~seqjit.decoding.native_stream`) where native greedy
+    search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
+    that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
+    source row 0, as ``generate([source])``)."""
     opts = _options(options)
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)
     _check_vocab(model, ids, lens)
-    opts = check_max_length(model, opts, explicit="max_length" in options, rows=1)
+    opts = _with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1))
     state = model.start(ids, lens, max_length=opts.max_length)
     try:
-        yield from greedy_search(model, state, opts, suppressed=_suppressed(model))
+        tokens = None
+        if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None):
+            tokens = native_stream(model, state, opts, _suppressed(model))
+        if tokens is None:
+            tokens = greedy_search(model, state, opts, suppressed=_suppressed(model))
+        yield from tokens
     finally:
         state.close()
