@@ -189,7 +189,7 @@ def test_sampler_draws_from_the_cpu_samplers_distribution(k, temperature, topk, 
     from types import SimpleNamespace
 
     opts = SimpleNamespace(sampling_temperature=temperature, sampling_topk=topk, sampling_topp=topp)
-    cpu = processors.sample(np.tile(row, (20000, 1)), opts, np.random.default_rng(0))
+    cpu = processors.sample(np.tile(row, (20000, 1)), opts, np.random.default_rng(0).random(20000))
     np.testing.assert_allclose(np.bincount(cpu, minlength=row.shape[0]) / cpu.shape[0], want, atol=0.015)  # the CPU sampler
     rows, calls = 48, 6
     scores = k.cu.to_device(np.tile(row, (rows, 1)))

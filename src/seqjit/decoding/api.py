@@ -12,6 +12,7 @@ import threading
 import numpy as np
 
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
+from seqjit.kernels.sampling import philox
 from seqjit.models.base import Seq2SeqModel
 
 from . import native_beam, native_greedy
@@ -19,6 +20,7 @@ from .beam import beam_search
 from .greedy import greedy_search
 from .greedy_runner import RunnerPool
 from .limits import check_max_length
+from .native_stream import native_stream
 from .options import DecodingOptions, document_options
 from .results import GenerationResult, StepToken
 
@@ -167,7 +169,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
     ids, lens = pad_sources(sources, model.pad_id, lengths)
     _check_vocab(model, ids, lens)
-    opts = _checked_max_length(model, opts, "max_length" in options, min(max_batch_size, ids.shape[0]) * opts.beam_size)
+    opts = _with_seed(_checked_max_length(model, opts, "max_length" in options,
+                                          min(max_batch_size, ids.shape[0]) * opts.beam_size))
     if ids.shape[0] <= max_batch_size and callback is None:
         results = _runner_decode(model, ids, lens, opts)
         if results is not None:
@@ -258,7 +261,7 @@ def _decode_rows(model, ids, lens, rows, opts, callback) -> list:
                              axis=1)
     state = model.start(src, lens[rows], max_length=opts.max_length)
     try:
-        return _decode(model, state, opts, callback)
+        return _decode(model, state, opts, callback, rows)
     finally:
         state.close()
 
@@ -283,8 +286,11 @@ def _decode_parts(model, ids, lens, parts, opts, callback) -> list:
     return first + [r for f in futures for r in f.result()]
 
 
-def _decode(model, state, opts, callback) -> list:
-    """Results for every row of a fresh ``state``: native greedy where it applies, else the loops."""
+def _decode(model, state, opts, callback, sources=None) -> list:
+    """Results for every row of a fresh ``state`` (row r being source ``sources[r]`` of the caller's
+    batch): native greedy search or sampling where it applies, else the loops. Sampling with a
+    repetition penalty, an n-gram ban, attention output or a callback runs the Python loop
+    (:func:`~seqjit.decoding.greedy.greedy_search`), which draws from the same stream."""
     if opts.beam_size > 1:
         if native_beam.eligible(model, opts) and getattr(model, "replay", None) != "python":
             results = native_beam.native_beam(model, state, opts, _suppressed(model))
@@ -292,11 +298,20 @@ def _decode(model, state, opts, callback) -> list:
                 return results
         return beam_search(model, state, opts, suppressed=_suppressed(model))
     if native_greedy.eligible(model, opts, callback):
-        results = native_greedy.native_greedy(model, state, opts, _suppressed(model))
+        results = native_greedy.native_greedy(model, state, opts, _suppressed(model), sources)
         if results is not None:
             return results
     return _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
-                                stream=callback is not None, need_scores=opts.return_scores or callback is not None))
+                                stream=callback is not None, need_scores=opts.return_scores or callback is not None,
+                                sources=sources))
+
+
+def _with_seed(opts: DecodingOptions) -> DecodingOptions:
+    """Sampling without a seed: ``opts`` with a fresh one, drawn once for the whole call (every batch
+    of it draws from the one stream)."""
+    if opts.sampling and opts.seed is None:
+        return dataclasses.replace(opts, seed=philox.fresh_seed())
+    return opts
 
 
 def _drain(gen):
@@ -309,15 +324,25 @@ def _drain(gen):
 
 @document_options
 def generate_stream(model, source, **options):
-    """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling)."""
+    """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
+
+    Each step runs in one native call (:mod:`~seqjit.decoding.native_stream`) where native greedy
+    search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
+    that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
+    source row 0, as ``generate([source])``)."""
     opts = _options(options)
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)
     _check_vocab(model, ids, lens)
-    opts = check_max_length(model, opts, explicit="max_length" in options, rows=1)
+    opts = _with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1))
     state = model.start(ids, lens, max_length=opts.max_length)
     try:
-        yield from greedy_search(model, state, opts, suppressed=_suppressed(model))
+        tokens = None
+        if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None):
+            tokens = native_stream(model, state, opts, _suppressed(model))
+        if tokens is None:
+            tokens = greedy_search(model, state, opts, suppressed=_suppressed(model))
+        yield from tokens
     finally:
         state.close()

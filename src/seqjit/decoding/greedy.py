@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqjit.kernels.sampling import philox
+
 from . import processors
 from .results import GenerationResult, StepToken
 
 
-def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream=True, need_scores=True):
+def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream=True, need_scores=True,
+                  sources=None):
     """Decode every row of ``state`` (a fresh DecoderState) greedily or by sampling.
 
     Yields :class:`StepToken` as tokens are produced (for streaming) and returns the list of
@@ -19,10 +22,19 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream
     sampling, repetition penalty or n-gram ban) takes the argmax of the logits as they are,
     without copying them, when it is not a token that the step forbids (end token before
     ``min_length``, suppressed tokens); the tokens are the same as with ``need_scores=True``.
+
+    Sampling draws row r's token at step t with the uniform of (``options.seed``, ``sources[r]``, t)
+    from :mod:`seqjit.kernels.sampling.philox`; ``sources`` [batch] is each row's index in the
+    caller's batch (default: its row in ``state``), so a source samples the same tokens in any batch.
+    ``options.seed`` None: a fresh 64-bit seed from the operating system for this decode.
     """
     batch = state.batch
     eos = model.eos_id
-    rng = np.random.default_rng(options.seed)
+    if options.sampling:
+        seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
+        sources = np.arange(batch, dtype=np.int64) if sources is None else np.asarray(sources, np.int64)
+        if sources.shape != (batch,):
+            raise ValueError(f"sources must have one index per row ({batch}), got shape {list(sources.shape)}")
     alive = np.arange(batch)                       # source index of each live row
     history = np.full((batch, 1), model.decoder_start_id, np.int64)
     scores = np.zeros(batch, np.float64)
@@ -38,7 +50,7 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream
             step_scores = np.array(logits, dtype=np.float32, copy=True)
             processors.process(step_scores, history, t, options, eos, suppressed)
             if options.sampling:
-                tokens = processors.sample(step_scores, options, rng)
+                tokens = processors.sample(step_scores, options, philox.uniforms(seed, sources[alive], t))
             else:
                 tokens = np.argmax(step_scores, axis=-1)
         if need_scores:

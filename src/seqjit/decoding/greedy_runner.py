@@ -1,4 +1,4 @@
-"""Plain greedy decoding of a small batch with its set-up made once: a :class:`GreedyRunner`.
+"""Native greedy decoding (or sampling) of a small batch with its set-up made once: a :class:`GreedyRunner`.
 
 :func:`seqjit.decoding.native_greedy.native_greedy` already decodes every token in one native call,
 but each ``generate`` around it used to pay ~90 us of Python on a small model (leasing the encoder and
@@ -22,9 +22,10 @@ import numpy as np
 from seqjit.graph import _native_vm
 from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
+from seqjit.kernels.sampling import philox
 from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
 
-from .native_greedy import COMPACT_MIN_ROWS, greedy_results
+from .native_greedy import COMPACT_MIN_ROWS, greedy_results, sampling_args
 
 #: shapes a model keeps runners for (least recently used dropped first), idle runners per shape, and
 #: the bytes the idle runners may hold in all (their plans' buffers and decoder state: a KV cache of
@@ -110,14 +111,20 @@ class GreedyRunner:
         return threads
 
     def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
-        """Greedy results for ``ids`` [batch, width] (int64) with ``lengths``; ``options`` plain greedy."""
+        """Results for ``ids`` [batch, width] (int64) with ``lengths``, the caller's whole batch in its
+        order; ``options`` greedy or sampling with a seed (as :func:`native_greedy.eligible` takes)."""
         threads = self.start(ids, lengths)
         batch, steps = self.ids.shape[0], self.max_length
         out = np.zeros((batch, steps), np.int64)
         out_lengths = np.zeros(batch, np.int64)
         scores = np.zeros(batch if options.return_scores else 0, np.float64)
-        _native_vm.greedy(self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, out,
-                          out_lengths, scores, banned, self.eos, int(options.min_length), 0, threads, 0)
+        args = (self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, out, out_lengths,
+                scores, banned, self.eos, int(options.min_length), 0, threads, 0)
+        if options.sampling:
+            seed = philox.fresh_seed() if options.seed is None else options.seed
+            _native_vm.sample(*args, np.arange(batch, dtype=np.int64), seed, *sampling_args(options))
+        else:
+            _native_vm.greedy(*args)
         return greedy_results(out, out_lengths, scores if options.return_scores else None, self.eos)
 
     def close(self) -> None:
@@ -139,8 +146,8 @@ class RunnerPool:
 
     def decode(self, model, ids, lengths, options) -> list | None:
         """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
-        beams) decoded greedily or by beam search; None when the model's plans have no native form
-        (the caller decodes otherwise)."""
+        beams) decoded greedily, by sampling or by beam search; None when the model's plans have no
+        native form (the caller decodes otherwise)."""
         if ids.shape[0] * options.beam_size >= COMPACT_MIN_ROWS:
             return None
         key = (ids.shape, options.max_length, options.beam_size, model.executor("encoder"),

@@ -1,11 +1,14 @@
-"""Greedy decoding in one native call: the lowered step plan, the argmax under the banned tokens and
-the token fed back all run in :func:`seqjit.graph._native_vm.greedy`, without Python per token.
+"""Greedy decoding and sampling in one native call: the lowered step plan, the argmax (or the draw)
+under the banned tokens and the token fed back all run in :func:`seqjit.graph._native_vm.greedy`
+(:func:`~seqjit.graph._native_vm.sample` when sampling), without Python per token.
 
-Used by :func:`seqjit.decoding.generate` for plain greedy search (no sampling, repetition penalty,
-n-gram ban, attention output or per-token callback; not under ``seqjit.profile()``, which times
-every step's nodes) when the model's step plan is lowered to native
-code; otherwise :func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
-``greedy_search``; the scores (``return_scores``) are the same log-probabilities. Finished rows stay
+Used by :func:`seqjit.decoding.generate` for greedy search and for sampling (temperature, top-k,
+top-p, with ``min_length`` and the suppressed tokens) without a repetition penalty, n-gram ban,
+attention output or per-token callback (those run in the Python loop), not under
+``seqjit.profile()`` (which times every step's nodes), when the model's step plan is lowered to
+native code; otherwise :func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
+``greedy_search`` (sampling: drawn from the same Philox stream of (seed, source row, step), so a
+seeded run gives the same ids); the scores (``return_scores``) are the same log-probabilities. Finished rows stay
 in the native loop's batch (their tokens ignored) until at most half of a batch of 16 or more rows
 is still running; then the batch is compacted (``DecoderState.reorder``) and decoding goes on with
 the plan for the smaller batch.
@@ -17,16 +20,18 @@ import numpy as np
 from seqjit.graph import _native_vm, profiler
 from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
+from seqjit.kernels.sampling import philox
 from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, STEP, Seq2SeqModel
 
 from .results import GenerationResult
 
 
 def eligible(model, options, callback) -> bool:
-    """Plain greedy search of a model whose step is the base class's (a model that overrides
-    ``step`` decodes through it, in the Python loop)."""
+    """Greedy search or sampling with no repetition penalty, n-gram ban, attention or callback, of a
+    model whose step is the base class's (a model that overrides ``step`` decodes through it, in the
+    Python loop)."""
     return (type(model).step is Seq2SeqModel.step and callback is None and not profiler.active()
-            and options.beam_size == 1 and not options.sampling and options.repetition_penalty == 1.0
+            and options.beam_size == 1 and options.repetition_penalty == 1.0
             and options.no_repeat_ngram_size == 0 and not options.return_attention)
 
 
@@ -35,9 +40,16 @@ def eligible(model, options, callback) -> bool:
 COMPACT_MIN_ROWS = 16
 
 
-def native_greedy(model, state, options, suppressed) -> list | None:
-    """Decode every row of the fresh ``state``; None when the step plan has no native form."""
+def native_greedy(model, state, options, suppressed, sources=None) -> list | None:
+    """Decode every row of the fresh ``state``; None when the step plan has no native form.
+    ``sources``: each row's index in the caller's batch (what sampling draws are keyed by; default
+    the row itself)."""
     batch, steps = state.batch, options.max_length
+    if options.sampling:
+        seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
+        sources = np.arange(batch, dtype=np.int64) if sources is None else np.asarray(sources, np.int64)
+        if sources.shape != (batch,):
+            raise ValueError(f"sources must have one index per row ({batch}), got shape {list(sources.shape)}")
     eos = int(model.eos_id)
     banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
     ids = np.zeros((batch, steps), np.int64)        # by source row
@@ -64,10 +76,14 @@ def native_greedy(model, state, options, suppressed) -> list | None:
         part_lengths = np.zeros(n, np.int64)
         part_scores = np.ascontiguousarray(scores[rows]) if options.return_scores else scores
         stop = n // 2 if n >= COMPACT_MIN_ROWS else 0
-        state.step = int(_native_vm.greedy(
-            native.program, copy_back, native.output(LOGITS), arrays[native.inputs.index(PREV_TOKENS)],
-            arrays[native.inputs.index(STEP)], part_ids, part_lengths, part_scores, banned, eos,
-            int(options.min_length), state.step, get_num_threads(), stop))
+        args = (native.program, copy_back, native.output(LOGITS), arrays[native.inputs.index(PREV_TOKENS)],
+                arrays[native.inputs.index(STEP)], part_ids, part_lengths, part_scores, banned, eos,
+                int(options.min_length), state.step, get_num_threads(), stop)
+        if options.sampling:
+            state.step = int(_native_vm.sample(*args, np.ascontiguousarray(sources[rows]), seed,
+                                               *sampling_args(options)))
+        else:
+            state.step = int(_native_vm.greedy(*args))
         ids[rows] = part_ids
         if options.return_scores:
             scores[rows] = part_scores
@@ -80,6 +96,11 @@ def native_greedy(model, state, options, suppressed) -> list | None:
         rows = rows[keep]
         prev = part_ids[keep, state.step - 1].copy()
     return greedy_results(ids, lengths, scores if options.return_scores else None, eos)
+
+
+def sampling_args(options) -> tuple:
+    """(temperature, top-k, top-p) as :func:`seqjit.graph._native_vm.sample` takes them."""
+    return float(options.sampling_temperature), int(options.sampling_topk), float(options.sampling_topp)
 
 
 def greedy_results(ids: np.ndarray, lengths: np.ndarray, scores, eos: int) -> list:

@@ -23,7 +23,8 @@ OPTION_HELP = {
     "sampling_topk": "1 is greedy (argmax); 0 samples from the whole distribution; k > 1 samples among the k best",
     "sampling_topp": "nucleus sampling: sample among the most likely tokens whose probabilities sum to topp; in (0, 1]",
     "sampling_temperature": "logits are divided by it before sampling; finite, > 0",
-    "seed": "seeds the sampler (numpy Generator) for reproducible sampling; None: fresh entropy",
+    "seed": "seeds sampling, an integer in [0, 2**64): each source's tokens are drawn from the Philox stream of "
+            "(seed, its index in sources, step), the same in every batch and decode loop; None: a fresh seed per call",
     "return_scores": "give each hypothesis its score (sum of token log-probabilities, length-penalised in beam search)",
     "return_attention": "give each hypothesis its attention over the source, one row per generated token",
 }
@@ -85,8 +86,9 @@ class DecodingOptions:
         finite("length_penalty")
         if not 0 < finite("sampling_topp") <= 1:
             raise ValueError(f"sampling_topp must be in (0, 1], got {self.sampling_topp!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+        if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)
+                                      or not 0 <= self.seed < 1 << 64):
+            raise ValueError(f"seed must be an integer in [0, 2**64) or None, got {self.seed!r}")
         return self
 
 

@@ -91,8 +91,11 @@ def token_log_probs(x: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return d[rows, tokens] - lse[:, 0]
 
 
-def sample(scores: np.ndarray, options, rng: np.random.Generator) -> np.ndarray:
-    """Draw one token per row: temperature, then top-k, then top-p (nucleus), as ``transformers``."""
+def sample(scores: np.ndarray, options, draws: np.ndarray) -> np.ndarray:
+    """One token per row: temperature, then top-k, then top-p (nucleus), as ``transformers``; then
+    the inverse CDF of the kept tokens' softmax (in vocabulary order) at ``draws`` [rows], each row's
+    uniform in [0, 1): the decode loops take them from :mod:`seqjit.kernels.sampling.philox`, keyed
+    by (seed, source row, step), so every loop that samples a row at a step draws the same number."""
     logits = scores.astype(np.float64) / options.sampling_temperature
     vocab = logits.shape[-1]
     k = options.sampling_topk
@@ -111,6 +114,6 @@ def sample(scores: np.ndarray, options, rng: np.random.Generator) -> np.ndarray:
         np.put_along_axis(logits, order, sorted_logits, axis=-1)
     probs = np.exp(log_softmax(logits))
     cumulative = np.cumsum(probs, axis=-1)
-    draws = rng.random(probs.shape[0]) * cumulative[:, -1]
-    tokens = (cumulative < draws[:, None]).sum(axis=-1)
+    targets = np.asarray(draws, np.float64) * cumulative[:, -1]
+    tokens = (cumulative < targets[:, None]).sum(axis=-1)
     return np.minimum(tokens, vocab - 1)

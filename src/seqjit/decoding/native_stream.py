@@ -1,0 +1,62 @@
+"""Streaming one source natively: a :class:`seqjit.graph._native_vm.Stepper` runs each step (the step
+program, the greedy or sampled token under the banned tokens, the token fed back, the recurrent state
+written back) in one native call, and Python only wraps the token it returns in a :class:`StepToken`.
+
+Used by :func:`seqjit.decoding.generate_stream` where :func:`native_greedy.eligible` holds (greedy
+search or sampling without a repetition penalty, n-gram ban or attention output) and the step plan
+lowers; the tokens, log-probabilities and the sampling stream (source row 0) are those of
+:func:`seqjit.decoding.greedy.greedy_search`, which streams otherwise.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from seqjit.graph import _native_vm
+from seqjit.graph.lowering import Unsupported
+from seqjit.kernels._threads import get_num_threads
+from seqjit.kernels.sampling import philox
+from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, STEP
+
+from .native_greedy import sampling_args
+from .results import StepToken
+
+
+def native_stream(model, state, options, suppressed):
+    """A generator of the :class:`StepToken` of the one row of the fresh ``state``; None when the step
+    plan has no native form (nothing has run then)."""
+    if state.batch != 1:
+        raise ValueError(f"native_stream decodes one source, got a state of {state.batch} rows")
+    feeds = model.step_feeds(state, np.full(1, model.decoder_start_id, np.int64))
+    plan = model.step_plan(state, "decoder_step", feeds)
+    native = plan.native_replay(feeds)
+    if native is None:
+        return None
+    arrays = native.bind(feeds)
+    try:
+        copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
+    except Unsupported:
+        return None
+    copy_back.set_inputs(arrays)
+    banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
+    if options.sampling:
+        seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
+        temperature, topk, topp = sampling_args(options)
+    else:
+        seed, temperature, topk, topp = 0, 1.0, 1, 1.0
+    stepper = _native_vm.Stepper(native.program, copy_back, native.output(LOGITS),
+                                 arrays[native.inputs.index(PREV_TOKENS)], arrays[native.inputs.index(STEP)],
+                                 banned, int(model.eos_id), int(options.min_length), int(options.max_length),
+                                 get_num_threads(), 0, seed, temperature, topk, topp)
+    return _tokens(stepper, state)
+
+
+def _tokens(stepper, state):
+    step = stepper.next
+    t = 0
+    while True:
+        token, logp, last = step()
+        state.step = t + 1
+        yield StepToken(0, token, logp, t, last)
+        if last:
+            return
+        t += 1
