@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import threading
 
 import numpy as np
@@ -194,6 +195,19 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
 SPLIT_MIN_ROWS = 8
 _pool = None
 _pool_lock = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    """In a child made by ``fork``: the parent's pool threads do not exist there (a task submitted
+    to its pool would wait forever) and a lock may have been held at the fork; start afresh, lazily."""
+    global _pool, _pool_lock, _pools_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+    _pools_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def _parts(model, rows: np.ndarray, lens: np.ndarray, opts, callback) -> list:
