@@ -47,6 +47,19 @@ class Reporter:
             self._bar = None
 
 
+#: the most characters of an input a message quotes: a 100,000-character line must not become a
+#: 100,000-character message
+QUOTE_LIMIT = 80
+
+
+def quoted(text, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(text)``, of at most ``limit`` characters of ``text`` (then ``...`` and its length)."""
+    text = str(text)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def is_terminal(stream) -> bool:
     try:
         return bool(stream.isatty())
