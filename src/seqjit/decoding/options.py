@@ -16,7 +16,8 @@ OPTION_HELP = {
     "min_length": "the end token is forbidden while fewer tokens than this have been generated",
     "beam_size": "beam width; 1 decodes greedily (or samples)",
     "num_hypotheses": "the n-best kept per source (<= beam_size)",
-    "length_penalty": "beam scores are sum(log p) / length ** length_penalty (as transformers); finite",
+    "length_penalty": "beam scores are sum(log p) / length ** length_penalty (as transformers); within the range "
+                      "where float32 scores stay finite (about [-1.49, 12.5] at max_length 256)",
     "repetition_penalty": "scores of tokens already in the hypothesis are divided by it (negative scores multiplied), "
                           "as transformers' RepetitionPenaltyLogitsProcessor; finite, > 0",
     "no_repeat_ngram_size": "an n-gram never occurs twice in a hypothesis (start token included); 0: off",
@@ -83,11 +84,39 @@ class DecodingOptions:
             if not finite(name) > 0:
                 raise ValueError(f"{name} must be a positive number, got {getattr(self, name)!r}")
         finite("length_penalty")
+        if self.beam_size > 1:
+            low, high = length_penalty_range(self.max_length)
+            if not low <= self.length_penalty <= high:
+                raise ValueError(f"length_penalty must lie in [{low:.3g}, {high:.3g}] with max_length {self.max_length} "
+                                 "(beam scores sum(log p) / length ** length_penalty must stay finite in float32 and "
+                                 f"above the beam search's -1e9 floor), got {self.length_penalty!r}")
         if not 0 < finite("sampling_topp") <= 1:
             raise ValueError(f"sampling_topp must be in (0, 1], got {self.sampling_topp!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
             raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
         return self
+
+
+#: the beam search's score of an impossible hypothesis (-1e9): a length-penalised score must stay
+#: above it, with a margin of 10
+SCORE_FLOOR = 1e8
+#: the largest -log p of one token that the bound assumes (float32 logits of a sane model)
+MAX_TOKEN_NLL = 100.0
+#: the largest divisor ``length ** length_penalty``: finite in float32, and a score divided by it
+#: stays above float32's smallest normal number
+MAX_DIVISOR = 1e30
+
+
+def length_penalty_range(max_length: int) -> tuple:
+    """``(low, high)``: the length penalties for which every beam score ``sum(log p) / length **
+    length_penalty`` (length <= ``max_length``) is a finite float32 above the beam's floor: a
+    larger one overflows the divisor (scores all 0, the ranking lost), a more negative one pushes
+    scores past -1e9, where they pass for impossible hypotheses."""
+    if max_length < 2:
+        return -math.inf, math.inf
+    log_length = math.log(max_length)
+    worst_sum = max_length * MAX_TOKEN_NLL
+    return -max(0.0, math.log(SCORE_FLOOR / worst_sum) / log_length), math.log(MAX_DIVISOR) / log_length
 
 
 def describe_options(indent: str = "    ") -> str:
