@@ -33,6 +33,13 @@ class NonFiniteLogits(ValueError):
     it is read as probability one.)"""
 
 
+class MemoryBudgetExceeded(ValueError):
+    """A decode would allocate more than the memory available now (or the limit set with
+    :func:`seqjit.decoding.limits.set_memory_limit`). Checked before anything is allocated; the
+    message gives the bytes by part (state, token, beam and attention buffers, logits) and the
+    options to lower."""
+
+
 class ChecksumWarning(UserWarning):
     """A weights file carries no per-tensor checksums, so a corrupted data region cannot be detected.
     seqjit's own ``save`` always writes them; re-save the model with seqjit to add them."""

@@ -19,7 +19,7 @@ from . import native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
 from .greedy_runner import RunnerPool
-from .limits import check_max_length
+from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .options import DecodingOptions, document_options
 from .results import GenerationResult, StepToken
 
@@ -117,17 +117,21 @@ def _options(kwargs) -> DecodingOptions:
     return opts
 
 
-def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int) -> DecodingOptions:
-    """:func:`check_max_length`, remembered per model for the options, ``explicit`` and ``rows``."""
+def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int, width: int) -> DecodingOptions:
+    """:func:`check_max_length`: the checked options and the bytes the decode needs remembered per
+    model for the options, ``explicit``, ``rows`` and source ``width``; the budget checked every
+    call (the memory available changes)."""
     cache = model.__dict__.setdefault("_checked_max_length", {})
-    key = (opts, explicit, rows)
+    key = (opts, explicit, rows, width)
     checked = cache.get(key)
     if checked is None:
-        checked = check_max_length(model, opts, explicit=explicit, rows=rows)
+        options = checked_length(model, opts, explicit=explicit)
+        checked = (options, decode_bytes(model, options, rows, width))
         if len(cache) >= _MAX_CHECKED:
             cache.clear()
         cache[key] = checked
-    return checked
+    check_budget(checked[1], rows, checked[0])
+    return checked[0]
 
 
 def _suppressed(model) -> tuple:
@@ -168,7 +172,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
     ids, lens = pad_sources(sources, model.pad_id, lengths)
     _check_vocab(model, ids, lens)
-    opts = _checked_max_length(model, opts, "max_length" in options, min(max_batch_size, ids.shape[0]) * opts.beam_size)
+    opts = _checked_max_length(model, opts, "max_length" in options, min(max_batch_size, ids.shape[0]) * opts.beam_size,
+                               ids.shape[1])
     if ids.shape[0] <= max_batch_size and callback is None:
         results = _runner_decode(model, ids, lens, opts)
         if results is not None:
@@ -311,7 +316,7 @@ def generate_stream(model, source, **options):
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)
     _check_vocab(model, ids, lens)
-    opts = check_max_length(model, opts, explicit="max_length" in options, rows=1)
+    opts = check_max_length(model, opts, explicit="max_length" in options, rows=1, source_length=ids.shape[1])
     state = model.start(ids, lens, max_length=opts.max_length)
     try:
         yield from greedy_search(model, state, opts, suppressed=_suppressed(model))
