@@ -99,7 +99,9 @@ def word_records(lines, g2p):
         word, length = None, 0
         if error is None:
             word = text.split("\t", 1)[0].strip()
-            if any(c in LINE_BREAKS for c in word):
+            if any("\ud800" <= c <= "\udfff" for c in text):  # argv bytes that were not UTF-8 (surrogateescape)
+                error, word = "not valid utf-8 text (an argument's bytes do not decode)", None
+            elif any(c in LINE_BREAKS for c in word):
                 error, word = "the word holds a line break (one word per line; its output line would split)", None
             elif not text.strip():
                 error = "empty line (no word)"

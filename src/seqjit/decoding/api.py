@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import numbers
 import os
 import threading
+from collections.abc import Mapping, Set
 
 import numpy as np
 
@@ -20,7 +22,7 @@ from .beam import beam_search
 from .greedy import greedy_search
 from .greedy_runner import RunnerPool
 from .limits import check_budget, check_max_length, checked_length, decode_bytes
-from .options import DecodingOptions, document_options
+from .options import DecodingOptions, document_options, unknown_options_message
 from .results import GenerationResult, StepToken
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
@@ -32,6 +34,8 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
     if isinstance(sources, np.ndarray) and sources.ndim == 2:
         if sources.dtype.kind not in "iu":
             raise TypeError(f"sources must hold integer token ids, got dtype {sources.dtype}")
+        if sources.shape[0] == 0:
+            raise ValueError("sources is empty: give at least one source sequence")
         ids = np.ascontiguousarray(sources, dtype=np.int64)
         if lengths is None:
             return ids, np.full(ids.shape[0], ids.shape[1], np.int64)
@@ -43,8 +47,12 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
         return ids, lengths.astype(np.int64)
     if lengths is not None:
         raise ValueError("lengths is only accepted with a padded 2-D array of sources")
-    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__len__"):
+    if isinstance(sources, (str, bytes, Mapping, Set)) or not hasattr(sources, "__len__"):
         raise TypeError(f"sources must be a list of token-id sequences, got {type(sources).__name__}")
+    if _one_flat_source(sources):
+        shown = str([int(i) for i in itertools.islice(sources, 8)])[:-1] + (", ...]" if len(sources) > 8 else "]")
+        raise TypeError(f"sources must be a list of token-id sequences, got one flat sequence of ids; to decode one "
+                        f"source, wrap it in a list: generate(model, [{shown}])")
     padded = _pad_flat(sources, pad_id)
     if padded is not None:
         return padded
@@ -64,6 +72,14 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
     for i, r in enumerate(rows):
         ids[i, :r.shape[0]] = r
     return ids, np.array([r.shape[0] for r in rows], np.int64)
+
+
+def _one_flat_source(sources) -> bool:
+    """Whether ``sources`` is one source's ids (a flat list or 1-D array of integers) given alone."""
+    if isinstance(sources, np.ndarray):
+        return sources.ndim == 1 and sources.size > 0 and sources.dtype.kind in "iu"
+    return len(sources) > 0 and all(isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
+                                    for s in itertools.islice(sources, 64))
 
 
 def _pad_flat(sources, pad_id: int):
@@ -108,7 +124,7 @@ def _options(kwargs) -> DecodingOptions:
     names = _OPTION_NAMES
     unknown = sorted(set(kwargs) - names)
     if unknown:
-        raise TypeError(f"unknown decoding option(s) {unknown}; known: {sorted(names)}")
+        raise TypeError(unknown_options_message(unknown, names))
     opts = DecodingOptions(**kwargs).validate()
     if key is not None:
         if len(_checked) >= _MAX_CHECKED:

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import numbers
+
+import numpy as np
 
 #: the longest output any model may be asked for: a larger ``max_length`` is refused before anything
 #: is allocated (decoding keeps per-token buffers of that length; an RNN has no position limit)
@@ -94,6 +97,10 @@ class DecodingOptions:
             raise ValueError(f"sampling_topp must be in (0, 1], got {self.sampling_topp!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
             raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+        for name in ("return_scores", "return_attention"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):  # 'no' and 'false' are truthy
+                raise ValueError(f"{name} must be True or False, got {str(value)[:40]!r} ({type(value).__name__})")
         return self
 
 
@@ -117,6 +124,28 @@ def length_penalty_range(max_length: int) -> tuple:
     log_length = math.log(max_length)
     worst_sum = max_length * MAX_TOKEN_NLL
     return -max(0.0, math.log(SCORE_FLOOR / worst_sum) / log_length), math.log(MAX_DIVISOR) / log_length
+
+
+#: the ``transformers.generate`` names of seqjit's options (and what to write instead)
+HF_NAMES = {
+    "num_beams": "beam_size", "num_return_sequences": "num_hypotheses", "top_k": "sampling_topk",
+    "top_p": "sampling_topp", "temperature": "sampling_temperature",
+    "max_new_tokens": "max_length (it counts the end token)", "min_new_tokens": "min_length",
+    "do_sample": "sampling_topk=0 (sample from the whole distribution) or k > 1",
+    "output_scores": "return_scores", "output_attentions": "return_attention",
+    "num_return_hypotheses": "num_hypotheses",
+}
+
+
+def unknown_options_message(unknown, known) -> str:
+    """Names ``unknown`` with, for each, the seqjit option it probably means (a ``transformers`` name
+    or a close spelling), then the known ones."""
+    hints = []
+    for name in unknown:
+        shown = str(name)[:40]
+        guess = HF_NAMES.get(name) or next(iter(difflib.get_close_matches(str(name), known, n=1)), None)
+        hints.append(f"{shown!r} (did you mean {guess}?)" if guess else repr(shown))
+    return f"unknown decoding option(s) {', '.join(hints)}; known: {sorted(known)}"
 
 
 def describe_options(indent: str = "    ") -> str:

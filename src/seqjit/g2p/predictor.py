@@ -126,7 +126,7 @@ class G2P:
                 limit = min(limit, self.max_positions)
         elif self.max_positions is not None and limit > self.max_positions:
             raise ValueError(f"max_length {limit} exceeds the model's {self.max_positions} positions (max_positions)")
-        attention = return_attention and self.has_attention
+        attention = bool(return_attention) and self.has_attention
         results = self.model.generate([ids for ids, _, _ in encoded], beam_size=beam_size, max_length=limit,
                                       num_hypotheses=num_hypotheses, return_attention=attention, return_scores=True,
                                       max_batch_size=max_batch_size)

@@ -1,0 +1,49 @@
+"""CLI frictions of issue 25, item 5: ``inspect --max-length`` bounded by seqjit's limit and the
+model's positions (the default lowered to them), ``--format json`` always valid UTF-8 (an argument
+whose bytes are not UTF-8 is refused on its line), a too deeply nested or overlong ``--config``
+refused with a short message."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+
+@pytest.mark.parametrize("value", [str(2**62), "65537", "0"])
+def test_inspect_max_length_past_the_limit_is_refused(cli, value):
+    code, out, err = cli("inspect", "transformer", "--max-length", value)
+    assert code == 2 and out == "" and "--max-length must be an integer from 1 to 65536" in err
+
+
+def test_inspect_max_length_follows_the_model_positions(cli):
+    code, out, err = cli("inspect", "transformer", "--json")
+    assert code == 0 and json.loads(out)["memory"]["max_length"] == 128  # not 256: the model has 128 positions
+    code, out, err = cli("inspect", "transformer", "--max-length", "200")
+    assert code == 2 and "exceeds the model's 128 positions" in err
+    code, out, err = cli("inspect", "gru", "--json", "--max-length", "1000")  # an RNN has no positions
+    assert code == 0 and json.loads(out)["memory"]["max_length"] == 1000
+
+
+def test_json_output_is_valid_utf8_for_undecodable_arguments():
+    env = dict(os.environ, LC_ALL="C.UTF-8")
+    proc = subprocess.run([sys.executable, "-m", "seqjit", "g2p", "--model", "gru", "--format", "json",
+                           os.fsencode("ab") + b"\xff" + b"c", "hello"], capture_output=True, timeout=120, env=env)
+    lines = proc.stdout.decode("utf-8").splitlines()  # strict: raises on invalid UTF-8
+    assert proc.returncode == 1 and len(lines) == 2
+    first, second = map(json.loads, lines)
+    assert first["error"].startswith("not valid utf-8 text") and first["phonemes"] is None
+    assert second["word"] == "hello" and second["phonemes"]
+    assert b"<argv>:1: not valid utf-8 text" in proc.stderr
+
+
+@pytest.mark.parametrize("config,message", [("[" * 100_000, "--config is nested too deeply"),
+                                            ("x" * 5000, "is neither a JSON object nor an existing file")])
+def test_bad_config_is_refused_with_a_short_message(cli, tmp_path, config, message):
+    src = tmp_path / "sd.safetensors"
+    from safetensors.numpy import save_file
+    import numpy as np
+
+    save_file({"w": np.zeros(2, np.float32)}, src)
+    code, out, err = cli("convert", src, tmp_path / "out", "--arch", "transformer", "--config", config)
+    assert code == 2 and message in err and len(err) < 400
