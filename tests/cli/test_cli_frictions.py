@@ -47,3 +47,50 @@ def test_bad_config_is_refused_with_a_short_message(cli, tmp_path, config, messa
     save_file({"w": np.zeros(2, np.float32)}, src)
     code, out, err = cli("convert", src, tmp_path / "out", "--arch", "transformer", "--config", config)
     assert code == 2 and message in err and len(err) < 400
+
+
+def _gru_state_dict_file(helpers, tmp_path):
+    from safetensors.torch import save_file
+
+    path = tmp_path / "gru.safetensors"
+    save_file({k: v.contiguous() for k, v in helpers.gru_seq2seq(seed=2).state_dict().items()}, str(path))
+    return path
+
+
+def test_convert_prints_the_special_ids_it_filled_in(cli, helpers, tmp_path):
+    path = _gru_state_dict_file(helpers, tmp_path)
+    code, out, err = cli("convert", path, tmp_path / "a", "--arch", "rnn_seq2seq", "--config", '{"eos_id": 2}')
+    assert code == 0, err
+    assert "special ids by default: pad_id 0, decoder_start_id 1 (not in --config" in out
+    code, out, err = cli("convert", path, tmp_path / "b", "--arch", "rnn_seq2seq",
+                         "--config", '{"pad_id": 0, "decoder_start_id": 1, "eos_id": 2}')
+    assert code == 0 and "special ids by default" not in out
+
+
+def test_convert_quantize_names_the_int8_weights(cli, helpers, tmp_path):
+    path = _gru_state_dict_file(helpers, tmp_path)
+    code, out, err = cli("convert", path, tmp_path / "q", "--arch", "rnn_seq2seq", "--quantize", "int8")
+    assert code == 0, err
+    assert "parameters, float32, int8 weights" in out.splitlines()[0]
+
+
+@pytest.mark.parametrize("argv,threads", [(["--threads", "1", "bench"], 1), (["bench", "--threads", "3"], 3),
+                                          (["bench"], 2)])
+def test_bench_takes_the_global_threads(monkeypatch, argv, threads):
+    from seqjit.cli import main
+    from seqjit.g2p import speed
+
+    seen = []
+    monkeypatch.setattr(speed, "measure", lambda threads, **sizes: seen.append(threads) or [])
+    monkeypatch.setattr(speed, "markdown", lambda rows: "")
+    monkeypatch.setattr("seqjit.set_num_threads", lambda n: n)
+    assert main([*argv, "g2p", "--quick"]) == 0
+    assert seen == [threads]
+
+
+def test_a_pronunciation_repr_leaves_out_the_attention_matrix():
+    from seqjit.g2p import G2P
+
+    result = G2P("attention").predict(["pronunciation"], return_attention=True)[0]
+    assert result.attention is not None and result.attention.size > 50
+    assert "attention" not in repr(result) and len(repr(result)) < 1000

@@ -159,7 +159,16 @@ def run(args) -> int:
                                   force=args.force, quantize=args.quantize)
     out = Path(args.out)
     params = sum(int(w.size) for w in model.weights.values())
-    print(f"converted {args.src} ({kind}) -> {model.arch} model, {params:,} parameters, {getattr(model.config, 'dtype', 'float32')}")
+    quantization = getattr(model.config, "quantization", "none")
+    dtype = getattr(model.config, "dtype", "float32") + ("" if quantization == "none" else f", {quantization} weights")
+    print(f"converted {args.src} ({kind}) -> {model.arch} model, {params:,} parameters, {dtype}")
+    if kind.startswith("PyTorch state dict"):  # a state dict does not say its special ids
+        given = parse_config(args.config)
+        defaulted = [f"{name} {getattr(model.config, name)}" for name in ("pad_id", "decoder_start_id", "eos_id")
+                     if name not in given and hasattr(model.config, name)]
+        if defaulted:
+            print(f"  special ids by default: {', '.join(defaulted)} (not in --config; a model trained with other ids "
+                  "decodes garbage: give them there)")
     for name in ("config.json", "model.safetensors", *copied):
         print(f"  wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
     if copied and "source.spm" in copied:

@@ -54,7 +54,7 @@ class Pronunciation:
     phonemes: list
     unknown: list
     score: float
-    attention: np.ndarray | None = None
+    attention: np.ndarray | None = field(default=None, repr=False)  # a repr shows the result, not the matrix
     spelled: str = ""
     hypotheses: list = field(default_factory=list)
     truncated: bool = False
