@@ -94,3 +94,27 @@ def test_a_pronunciation_repr_leaves_out_the_attention_matrix():
     result = G2P("attention").predict(["pronunciation"], return_attention=True)[0]
     assert result.attention is not None and result.attention.size > 50
     assert "attention" not in repr(result) and len(repr(result)) < 1000
+
+
+class _TerminalStdin:
+    """A terminal on which the user typed ``text`` and then Ctrl-D."""
+
+    def __init__(self, text: str):
+        import io
+
+        self.buffer = io.BytesIO(text.encode())
+
+    def isatty(self):
+        return True
+
+    def fileno(self):
+        raise OSError("no descriptor")
+
+
+@pytest.mark.parametrize("command", ["g2p", "translate"])
+def test_reading_a_terminal_says_so(cli, marian, monkeypatch, command):
+    monkeypatch.setattr(sys, "stdin", _TerminalStdin("hello\n" if command == "g2p" else "5 6 7\n"))
+    argv = ["g2p", "--model", "gru"] if command == "g2p" else ["translate", "--model", marian[2], "--max-length", 3]
+    code, out, err = cli(*argv)
+    assert code == 0 and len(out.splitlines()) == 1
+    assert "from the terminal, one per line; end with Ctrl-D" in err

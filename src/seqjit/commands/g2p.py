@@ -34,7 +34,7 @@ import sys
 
 from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, check_input, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, is_terminal, quoted
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 
 
@@ -193,6 +193,8 @@ def run(args) -> int:
             out.write(line_of(record.item, result) + "\n")
         out.flush()
 
+    if source == STDIO:
+        hint_terminal_stdin("words (or give them as arguments, or --input FILE)")
     with output_stream(args.output) as out:
         try:
             process(_records(args, source, g2p), run_batch, emit, max_tokens=args.max_batch_tokens,

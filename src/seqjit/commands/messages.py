@@ -60,6 +60,13 @@ def quoted(text, limit: int = QUOTE_LIMIT) -> str:
     return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
+def hint_terminal_stdin(what: str) -> None:
+    """When stdin is a terminal, say on stderr that the command now waits for typed ``what`` (else
+    it looks hung)."""
+    if is_terminal(sys.stdin):
+        print(f"seqjit: reading {what} from the terminal, one per line; end with Ctrl-D", file=sys.stderr, flush=True)
+
+
 def is_terminal(stream) -> bool:
     try:
         return bool(stream.isatty())

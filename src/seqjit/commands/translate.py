@@ -31,7 +31,7 @@ from pathlib import Path
 
 from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, is_terminal, quoted
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.errors import ModelFormatError
 from seqjit.models.files import model_file, read_json, read_limited
@@ -286,6 +286,8 @@ def run(args) -> int:
         out.write(line + "\n")
         out.flush()
 
+    if args.input == STDIO:
+        hint_terminal_stdin("sources (or give --input FILE)")
     with output_stream(args.output) as out:
         try:
             process(records(args.input, model, codec, max_positions), run_batch, emit, max_tokens=args.max_batch_tokens,
