@@ -53,3 +53,17 @@ def test_mappings_and_sets_are_refused(model, sources, kind):
 def test_an_empty_array_of_sources_is_refused(model):
     with pytest.raises(ValueError, match="sources is empty"):
         model.generate(np.zeros((0, 3), np.int64))
+
+
+@pytest.mark.parametrize("name", ["attention", "transformer"])
+@pytest.mark.parametrize("beam", [1, 3])
+def test_attention_has_the_same_shape_batched_and_alone(name, beam):
+    model = G2P(name).model
+    sources = [[5, 6, 7, 8, 9, 10], [5, 6], [7]]
+    batched = model.generate(sources, max_length=8, return_attention=True, beam_size=beam)
+    for src, got in zip(sources, batched):
+        alone = model.generate([src], max_length=8, return_attention=True, beam_size=beam)[0]
+        assert got.ids == alone.ids
+        for a, b in zip(got.attention, alone.attention):
+            assert a.shape == b.shape and a.shape[-1] == len(src)
+            np.testing.assert_allclose(a, b, atol=1e-5)

@@ -206,6 +206,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         for i, res in zip(chunk, batch_results):
             if not opts.return_scores:
                 res.scores = None
+            if res.attention is not None:  # the source axis as long as this source, as when decoded alone
+                res.attention = [a[..., :max(1, int(lens[i]))] for a in res.attention]
             results[i] = res
     return results
 
