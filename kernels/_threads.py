@@ -8,6 +8,9 @@ from contextlib import contextmanager
 
 _num_threads: int | None = None
 _local = threading.local()  # a per-thread cap (see :func:`thread_cap`)
+#: the most threads :func:`set_num_threads` takes: far past any machine's cores, and within what
+#: BLAS and OpenMP take as a C int (2**40 left them broken for every later call)
+MAX_THREADS = 4096
 
 
 def default_num_threads() -> int:
@@ -45,6 +48,9 @@ def set_num_threads(n: int | None) -> int:
     if n is not None:
         if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 1:
             raise ValueError(f"num_threads must be a positive integer (or None for the default), got {n!r}")
+        if n > MAX_THREADS:
+            raise ValueError(f"num_threads must be at most {MAX_THREADS} (this machine has {default_num_threads()} "
+                             f"usable cores), got {n}")
         n = int(n)
     _num_threads = n
     count = get_num_threads()

@@ -42,6 +42,9 @@ _LAZY = {
     "ConfigError": ("seqjit.errors", "ConfigError"),
     "GraphError": ("seqjit.errors", "GraphError"),
     "ShapeError": ("seqjit.errors", "ShapeError"),
+    "NonFiniteLogits": ("seqjit.errors", "NonFiniteLogits"),
+    "MemoryBudgetExceeded": ("seqjit.errors", "MemoryBudgetExceeded"),
+    "set_memory_limit": ("seqjit.decoding.limits", "set_memory_limit"),
 }
 
 __all__ = ["__version__", "get_num_threads", "set_num_threads", *_LAZY]

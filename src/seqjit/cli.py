@@ -20,12 +20,17 @@ THREADS_HELP = "threads for Numba, OpenMP and BLAS (default: all cores)"
 
 
 def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    """A ``--threads`` count: plain decimal digits, 1 to :data:`~seqjit.kernels._threads.MAX_THREADS`."""
+    from seqjit.kernels._threads import MAX_THREADS
+
+    shown = text if len(text) <= 40 else text[:40] + "..."
+    if not (text.isascii() and text.strip().lstrip("+-").isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {shown!r}")
+    value = int(text) if len(text.strip()) <= 40 else MAX_THREADS + 1
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    if value > MAX_THREADS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_THREADS} threads, got {shown}")
     return value
 
 

@@ -26,6 +26,20 @@ class ModelConfigError(ModelFormatError, ConfigError):
     the file."""
 
 
+class NonFiniteLogits(ValueError):
+    """A decoding step's logits hold NaN (the model's weights or activations overflowed float32): no
+    token can be chosen, and picking one anyway (the first index, often the padding token) would
+    return a wrong answer silently. The message names the step and the row. (+inf is not an error:
+    it is read as probability one.)"""
+
+
+class MemoryBudgetExceeded(ValueError):
+    """A decode would allocate more than the memory available now (or the limit set with
+    :func:`seqjit.decoding.limits.set_memory_limit`). Checked before anything is allocated; the
+    message gives the bytes by part (state, token, beam and attention buffers, logits) and the
+    options to lower."""
+
+
 class ChecksumWarning(UserWarning):
     """A weights file carries no per-tensor checksums, so a corrupted data region cannot be detected.
     seqjit's own ``save`` always writes them; re-save the model with seqjit to add them."""

@@ -90,8 +90,8 @@ def test_bad_lines_keep_alignment(cli, marian, helpers, tmp_path):
             number, message = line[len(prefix):].split(": ", 1)
             messages[int(number)] = message
     assert sorted(messages) == [2, 3, 4, 5, 7, 8]
-    for number, what in [(2, "('five') is not an integer"), (3, "empty line"), (4, "token id 96"),
-                         (5, "not valid utf-8 text"), (7, "more than the model's max_positions (64)"), (8, "token id -1")]:
+    for number, what in [(2, "('five') is not a token id"), (3, "empty line"), (4, "token id 96"),
+                         (5, "not valid utf-8 text"), (7, "more than the model's max_positions (64)"), (8, "('-1') is not a token id")]:
         assert what in messages[number], (number, messages[number])
     assert "seqjit: 6 of 9 line(s)" in err
     assert all(line.startswith("seqjit: ") for line in err.splitlines())

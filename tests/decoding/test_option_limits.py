@@ -112,8 +112,8 @@ def test_a_decoder_state_larger_than_memory_is_refused(monkeypatch):
     from seqjit.decoding import limits
 
     # 2 (K and V) x 8 (d_model) x 4 bytes x 1000 tokens = 64,000 bytes per row; 3 sources x 2 beams
-    monkeypatch.setattr(limits, "physical_memory", lambda: 6 * 64_000 - 1)
-    with pytest.raises(ValueError, match="GiB of decoder state for 6 rows"):
+    monkeypatch.setattr(limits, "_memory_limit", 6 * 64_000 - 1)
+    with pytest.raises(ValueError, match=r"decoding 6 rows \(batch x beam\) at max_length 1000 needs .* GiB \(decoder state"):
         model.generate([[5, 3]] * 3, beam_size=2, max_length=1000)
     model.generate([[5, 3]] * 3, beam_size=1, max_length=1000, max_batch_size=2)  # 2 rows fit
 

@@ -97,9 +97,35 @@ def read_lines(path, *, encoding: str = "utf-8"):
             stream.close()
 
 
-def count_lines(path) -> int | None:
-    """Lines in a regular file (for the progress bar), None for stdin."""
+def check_input(path) -> None:
+    """An error now (before a model loads) when ``path`` is missing, a directory or unreadable,
+    without opening it: a FIFO opened and closed here would lose its writer's data, and the later
+    open for reading would then wait forever for another writer."""
+    import os
+    import stat
+
     if str(path) == "-":
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise FileNotFoundError(f"the input file {path} does not exist") from None
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"the input {path} is a directory, not a file")
+    if not os.access(path, os.R_OK):
+        raise PermissionError(f"the input file {path} cannot be read (permission denied)")
+
+
+def count_lines(path) -> int | None:
+    """Lines in a regular file (for the progress bar); None for stdin and anything else (a FIFO or
+    a device can be read only once: counting would eat the input)."""
+    import os
+    import stat
+
+    try:
+        if str(path) == "-" or not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+    except OSError:
         return None
     with open(path, "rb") as f:
         return sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))

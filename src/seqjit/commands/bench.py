@@ -23,7 +23,8 @@ def register(sub) -> None:
     p.add_argument("part", nargs="?", default="g2p", choices=(*PARTS, "all"), help="default: g2p")
     p.add_argument("--output", help="write the markdown table here too (default: print only)")
     p.add_argument("--benchmarks", help="the benchmarks/ folder of a seqjit checkout (default: ./benchmarks)")
-    p.add_argument("--threads", dest="bench_threads", type=int, default=2, help="threads per engine (default 2)")
+    p.add_argument("--threads", dest="bench_threads", type=int, default=None,
+                   help="threads per engine (default: seqjit --threads N if given, else 2)")
     p.add_argument("--quick", action="store_true", help="g2p: a short run (16 words, one timed pass)")
     p.add_argument("--plot", help="wer: where to write the PNG (default: next to --output, else the temp dir)")
     p.set_defaults(func=run)
@@ -62,6 +63,10 @@ def pytest_table(path: Path, threads: int) -> str:
 
 
 def run(args) -> int:
+    if args.bench_threads is None:  # ``seqjit --threads N bench`` means the same as ``bench --threads N``
+        args.bench_threads = getattr(args, "threads", None) or 2
+    if args.bench_threads < 1:
+        raise ValueError(f"--threads must be a positive integer, got {args.bench_threads}")
     parts = PARTS if args.part == "all" else (args.part,)
     sections = []
     for part in parts:

@@ -17,6 +17,7 @@ import json
 import os
 from pathlib import Path
 
+from seqjit.commands.messages import quoted
 from seqjit.errors import ConfigError
 from seqjit.models.files import model_file, read_json, read_limited
 
@@ -55,8 +56,8 @@ def parse_config(text: str | None) -> dict:
     where = "--config"
     if not stripped.startswith(("{", "[")):
         path = Path(text)
-        if not path.is_file():
-            raise ValueError(f"--config {text!r} is neither a JSON object nor an existing file")
+        if not os.path.isfile(path):  # False (not OSError) for a name too long to be a file
+            raise ValueError(f"--config {quoted(text)} is neither a JSON object nor an existing file")
         try:
             stripped = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
@@ -66,6 +67,8 @@ def parse_config(text: str | None) -> dict:
         data = json.loads(stripped)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{where} is not valid JSON: {exc}") from None
+    except RecursionError:  # [[[[...]]]] thousands deep
+        raise ValueError(f"{where} is nested too deeply to be a config") from None
     if not isinstance(data, dict):
         raise ValueError(f"{where} must be a JSON object (name -> value), got {type(data).__name__}")
     return data
@@ -156,7 +159,16 @@ def run(args) -> int:
                                   force=args.force, quantize=args.quantize)
     out = Path(args.out)
     params = sum(int(w.size) for w in model.weights.values())
-    print(f"converted {args.src} ({kind}) -> {model.arch} model, {params:,} parameters, {getattr(model.config, 'dtype', 'float32')}")
+    quantization = getattr(model.config, "quantization", "none")
+    dtype = getattr(model.config, "dtype", "float32") + ("" if quantization == "none" else f", {quantization} weights")
+    print(f"converted {args.src} ({kind}) -> {model.arch} model, {params:,} parameters, {dtype}")
+    if kind.startswith("PyTorch state dict"):  # a state dict does not say its special ids
+        given = parse_config(args.config)
+        defaulted = [f"{name} {getattr(model.config, name)}" for name in ("pad_id", "decoder_start_id", "eos_id")
+                     if name not in given and hasattr(model.config, name)]
+        if defaulted:
+            print(f"  special ids by default: {', '.join(defaulted)} (not in --config; a model trained with other ids "
+                  "decodes garbage: give them there)")
     for name in ("config.json", "model.safetensors", *copied):
         print(f"  wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
     if copied and "source.spm" in copied:

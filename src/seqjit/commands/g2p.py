@@ -21,7 +21,7 @@ turns this off). A character still unknown is read as <unk> and reported, with t
 when accents were folded. A line that cannot be used (not UTF-8, empty, more letters than the
 model's positions: 128 for the Transformer) gets an empty output line (json: an object with its
 "error") and a message; the run goes on and exits with status 1. Phonemes cut short by the length
-limit (--max-length, or 2 x letters + 4; no end token) are reported as a warning. Messages read
+limit (--max-length, or 2 x letters + 4, at most 256; no end token) are reported as a warning. Messages read
 seqjit: FILE:LINE: what is wrong. --output is written to a temporary file renamed into place when
 the run ends, and may not name the input file.
 """
@@ -33,8 +33,8 @@ import math
 import sys
 
 from seqjit.commands import ray_run
-from seqjit.commands.batching import Record, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, is_terminal
+from seqjit.commands.batching import Record, check_input, count_lines, process, read_lines
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 
 
@@ -53,7 +53,7 @@ def register(sub) -> None:
     p.add_argument("--beam-size", type=int, default=1)
     p.add_argument("--num-hypotheses", type=int, default=1, help="n-best per word, with --format json (default 1)")
     p.add_argument("--max-length", type=int, default=None,
-                   help="most phonemes per word, end token included (default 2 x letters + 4)")
+                   help="most phonemes per word, end token included (default 2 x letters + 4, at most 256)")
     p.add_argument("--max-batch-tokens", type=int, default=4096, help="padded letters per batch (default 4096)")
     p.add_argument("--fold-accents", action=argparse.BooleanOptionalAction, default=True,
                    help="read a letter the model does not know without its accents (default: on)")
@@ -87,15 +87,23 @@ def _records(args, source, g2p):
     return word_records(lines, g2p)
 
 
+#: what ``str.splitlines`` cuts at: a word holding one would print as two output lines
+LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+
+
 def word_records(lines, g2p):
     """The line rules of ``seqjit g2p`` over ``(number, text, error)`` lines: a line is read up to
-    its first tab; an empty one, or a word the model cannot spell (more letters than its
-    positions): an error record."""
+    its first tab; an empty one, a word holding a line break, or one the model cannot spell (more
+    letters than its positions): an error record."""
     for number, text, error in lines:
         word, length = None, 0
         if error is None:
             word = text.split("\t", 1)[0].strip()
-            if not text.strip():
+            if any("\ud800" <= c <= "\udfff" for c in text):  # argv bytes that were not UTF-8 (surrogateescape)
+                error, word = "not valid utf-8 text (an argument's bytes do not decode)", None
+            elif any(c in LINE_BREAKS for c in word):
+                error, word = "the word holds a line break (one word per line; its output line would split)", None
+            elif not text.strip():
                 error = "empty line (no word)"
             elif not word:
                 error = "no word before the tab"
@@ -141,7 +149,7 @@ def run(args) -> int:
     _check(args)
     source = _source(args)
     if source not in (None, STDIO):
-        open(source, "rb").close()  # a missing file fails here, before the model loads
+        check_input(source)  # a missing file fails here, before the model loads
     if source is not None:
         refuse_input_as_output(source, args.output)
     if args.ray is not None:
@@ -176,15 +184,17 @@ def run(args) -> int:
         else:
             if result.unknown:
                 chars = ", ".join(repr(c) for c in dict.fromkeys(result.unknown))
-                folded = f" (accents folded: read as {result.spelled!r})" if result.spelled != result.word.lower() else ""
-                reporter.line(record.line, f"{result.word!r} has character(s) {chars} the model does not know; "
+                folded = f" (accents folded: read as {quoted(result.spelled)})" if result.spelled != result.word.lower() else ""
+                reporter.line(record.line, f"{quoted(result.word)} has character(s) {chars} the model does not know; "
                                            f"read as <unk>{folded}")
             if result.truncated:
-                reporter.line(record.line, f"warning: the phonemes of {result.word!r} were cut short by the length limit "
+                reporter.line(record.line, f"warning: the phonemes of {quoted(result.word)} were cut short by the length limit "
                                            "(no end token; raise --max-length)")
             out.write(line_of(record.item, result) + "\n")
         out.flush()
 
+    if source == STDIO:
+        hint_terminal_stdin("words (or give them as arguments, or --input FILE)")
     with output_stream(args.output) as out:
         try:
             process(_records(args, source, g2p), run_batch, emit, max_tokens=args.max_batch_tokens,

@@ -4,12 +4,14 @@ MODEL: a seqjit model directory, a Hugging Face MarianMT directory (converted in
 bundled G2P model name (``gru``, ``attention``, ``transformer``). Prints the architecture, the
 config, the parameter count, the weights' bytes and dtypes, the op counts of the encoder graph and
 of the decoder-step graph (as run, after the graph passes), and a memory estimate: the weights plus
-the decoder state for batch 1 and batch 16 at ``--max-length`` (default 256). ``--json`` prints the
-same as one JSON object.
+the decoder state for batch 1 and batch 16 at ``--max-length`` (default 256, or the model's positions
+when fewer, as ``generate`` decodes; at most those positions and 65536). ``--json`` prints the same
+as one JSON object.
 """
 from __future__ import annotations
 
 import json
+import math
 from collections import Counter
 from pathlib import Path
 
@@ -26,8 +28,9 @@ def register(subparsers) -> None:
     p.add_argument("model", metavar="MODEL",
                    help="a model directory, a Hugging Face MarianMT directory, or a bundled G2P model name "
                         "(gru, attention, transformer)")
-    p.add_argument("--max-length", type=int, default=256, metavar="N",
-                   help="decoder state capacity for the memory estimate (default: 256)")
+    p.add_argument("--max-length", type=int, default=None, metavar="N",
+                   help="decoder state capacity for the memory estimate (default: 256, or the model's positions "
+                        "when fewer)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -58,7 +61,7 @@ def _op_counts(model, name: str) -> dict:
 
 
 def _state_bytes(specs: dict) -> int:
-    return sum(int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize for s in specs.values())
+    return sum(math.prod(s.shape) * np.dtype(s.dtype).itemsize for s in specs.values())  # no int64 overflow
 
 
 def describe(model, *, max_length: int = 256, path=None) -> dict:
@@ -117,10 +120,20 @@ def format_text(info: dict) -> str:
 def run(args) -> int:
     from seqjit.commands.translate import load_any
 
-    if args.max_length < 1:
-        raise ValueError(f"--max-length must be a positive integer, got {args.max_length}")
+    from seqjit.decoding.options import MAX_LENGTH_LIMIT, DecodingOptions
+
+    if args.max_length is not None and not 1 <= args.max_length <= MAX_LENGTH_LIMIT:
+        raise ValueError(f"--max-length must be an integer from 1 to {MAX_LENGTH_LIMIT} (the most seqjit decodes), "
+                         f"got {str(args.max_length)[:30]}")
     directory = resolve(args.model)
     model = load_any(directory)
-    info = describe(model, max_length=args.max_length, path=directory)
+    max_length = args.max_length or DecodingOptions.max_length
+    positions = getattr(model.config, "max_positions", None) if getattr(model.config, "positions", "none") != "none" \
+        else None
+    if positions is not None and max_length > positions:
+        if args.max_length is not None:
+            raise ValueError(f"--max-length {max_length} exceeds the model's {positions} positions (max_positions)")
+        max_length = positions
+    info = describe(model, max_length=max_length, path=directory)
     print(json.dumps(info, indent=2) if args.json else format_text(info))
     return 0

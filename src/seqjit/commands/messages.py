@@ -47,6 +47,26 @@ class Reporter:
             self._bar = None
 
 
+#: the most characters of an input a message quotes: a 100,000-character line must not become a
+#: 100,000-character message
+QUOTE_LIMIT = 80
+
+
+def quoted(text, limit: int = QUOTE_LIMIT) -> str:
+    """``repr(text)``, of at most ``limit`` characters of ``text`` (then ``...`` and its length)."""
+    text = str(text)
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}... ({len(text)} characters)"
+
+
+def hint_terminal_stdin(what: str) -> None:
+    """When stdin is a terminal, say on stderr that the command now waits for typed ``what`` (else
+    it looks hung)."""
+    if is_terminal(sys.stdin):
+        print(f"seqjit: reading {what} from the terminal, one per line; end with Ctrl-D", file=sys.stderr, flush=True)
+
+
 def is_terminal(stream) -> bool:
     try:
         return bool(stream.isatty())

@@ -5,7 +5,8 @@ and inode, so a symbolic or hard link to it too) before anything is opened for w
 :func:`output_stream` writes a regular file through a temporary file in the same directory, renamed
 over the target (``os.replace``, atomic) when the run ends: a crash leaves the old file as it was.
 An interrupted run (KeyboardInterrupt) still renames what it wrote: complete lines, aligned with
-the first input lines, as the commands promise.
+the first input lines, as the commands promise. A terminated one (SIGTERM) removes its temporary
+file and leaves the target as it was; a read-only target is refused, not replaced.
 """
 from __future__ import annotations
 
@@ -60,10 +61,13 @@ def output_stream(path):
         return
     if not target.parent.is_dir():
         raise FileNotFoundError(f"--output {path}: the directory {target.parent} does not exist")
+    # renaming over it would succeed (the directory is writable); no write bit counts even for root
+    if mode is not None and (not os.access(target, os.W_OK) or not mode & 0o222):
+        raise PermissionError(f"--output {path} is read-only: not replaced (make it writable, or write elsewhere)")
     fd, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         os.chmod(fd, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as stream, _terminate_as_exit():
             try:
                 yield stream
             except KeyboardInterrupt:
@@ -74,6 +78,28 @@ def output_stream(path):
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
+
+
+@contextlib.contextmanager
+def _terminate_as_exit():
+    """SIGTERM as ``SystemExit(143)`` in the block (main thread, default handler only), so the
+    ``finally`` blocks run and the temporary file is removed instead of left behind."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def stop(signum, frame):
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _umask() -> int:

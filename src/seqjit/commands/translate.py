@@ -2,7 +2,8 @@
 
 Two input forms:
 
-- token ids (any seqjit model, or ``--ids``): each line holds space-separated integer ids; each
+- token ids (any seqjit model, or ``--ids``): each line holds space-separated ids in plain decimal
+  digits (0-9: no sign, underscore or other script); each
   output line holds the generated ids, the end token excluded.
 - text, when the model directory carries SentencePiece files in the Marian layout: ``source.spm``
   (``target.spm``, default ``source.spm``) and ``vocab.json`` (piece -> model id; a separate
@@ -30,7 +31,7 @@ from pathlib import Path
 
 from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, is_terminal
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.errors import ModelFormatError
 from seqjit.models.files import model_file, read_json, read_limited
@@ -147,7 +148,7 @@ class TextCodec:
         for piece in self.source.encode(text, out_type=str):
             i = self.vocab.get(piece, self.unk)
             if i is None:
-                raise ValueError(f"piece {piece!r} is not in {self.directory / 'vocab.json'}, which has no <unk>")
+                raise ValueError(f"piece {quoted(piece)} is not in {self.directory / 'vocab.json'}, which has no <unk>")
             ids.append(i)
         return [*ids, self.eos]
 
@@ -171,11 +172,13 @@ def parse_ids(text: str) -> list:
         raise ValueError("empty line: expected space-separated token ids")
     ids = []
     for position, token in enumerate(tokens, 1):
-        try:
-            value = int(token)
-        except ValueError:
-            raise ValueError(f"token {position} ({token!r}) is not an integer token id") from None
-        ids.append(value)
+        # plain ASCII decimal only: int() would also take '1_0', '+5' and other scripts' digits
+        if not (token.isascii() and token.isdigit()):
+            raise ValueError(f"token {position} ({quoted(token)}) is not a token id (plain decimal digits 0-9)")
+        digits = token.lstrip("0") or "0"
+        if len(digits) > 18:  # past any vocabulary (and int64)
+            raise ValueError(f"token {position} ({quoted(token)}) is too large for a token id")
+        ids.append(int(digits))
     return ids
 
 
@@ -283,6 +286,8 @@ def run(args) -> int:
         out.write(line + "\n")
         out.flush()
 
+    if args.input == STDIO:
+        hint_terminal_stdin("sources (or give --input FILE)")
     with output_stream(args.output) as out:
         try:
             process(records(args.input, model, codec, max_positions), run_batch, emit, max_tokens=args.max_batch_tokens,

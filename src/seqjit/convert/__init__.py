@@ -33,13 +33,17 @@ def _resolve(target: str):
     return getattr(importlib.import_module(module), attr)
 
 
-def from_torch(state_dict, arch: str = "transformer", *, device: str = "cpu", **config):
+def from_torch(state_dict, arch: str = "transformer", *, device: str = "cpu", allow_nonfinite: bool = False,
+               **config):
     """A seqjit model from a PyTorch ``state_dict`` (values: NumPy arrays or torch tensors) of
     architecture ``arch``; ``config`` gives what the weights cannot tell (heads, activation, ...).
     See the importer of each architecture for the expected names (``transformer``:
-    :func:`seqjit.convert.torch_transformer.from_torch_transformer`). ``device="cuda"``: on the GPU."""
+    :func:`seqjit.convert.torch_transformer.from_torch_transformer`). ``device="cuda"``: on the GPU.
+    Weights holding NaN or Inf are refused with a :class:`~seqjit.errors.ModelFormatError`, as
+    :func:`seqjit.load` refuses them, unless ``allow_nonfinite``."""
     from seqjit.convert.common import to_numpy_dict
     from seqjit.gpu.devices import check_device
+    from seqjit.models.weights_file import check_finite
 
     check_device(device)
 
@@ -47,7 +51,10 @@ def from_torch(state_dict, arch: str = "transformer", *, device: str = "cpu", **
         target = FROM_TORCH[arch]
     except (KeyError, TypeError):
         raise ValueError(f"from_torch: unknown arch {arch!r}; known: {', '.join(sorted(FROM_TORCH))}") from None
-    model = _resolve(target)(to_numpy_dict(state_dict), **config)
+    weights = to_numpy_dict(state_dict)
+    if not allow_nonfinite:
+        check_finite("state_dict", weights)
+    model = _resolve(target)(weights, **config)
     return model.prepare() if device == "cpu" else model.to(device)
 
 

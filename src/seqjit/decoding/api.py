@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import numbers
+import os
 import threading
+from collections.abc import Mapping, Set
 
 import numpy as np
 
@@ -19,9 +22,9 @@ from . import native_beam, native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
 from .greedy_runner import RunnerPool
-from .limits import check_max_length
+from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .native_stream import native_stream
-from .options import DecodingOptions, document_options
+from .options import DecodingOptions, document_options, unknown_options_message
 from .results import GenerationResult, StepToken
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
@@ -33,6 +36,8 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
     if isinstance(sources, np.ndarray) and sources.ndim == 2:
         if sources.dtype.kind not in "iu":
             raise TypeError(f"sources must hold integer token ids, got dtype {sources.dtype}")
+        if sources.shape[0] == 0:
+            raise ValueError("sources is empty: give at least one source sequence")
         ids = np.ascontiguousarray(sources, dtype=np.int64)
         if lengths is None:
             return ids, np.full(ids.shape[0], ids.shape[1], np.int64)
@@ -44,8 +49,12 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
         return ids, lengths.astype(np.int64)
     if lengths is not None:
         raise ValueError("lengths is only accepted with a padded 2-D array of sources")
-    if isinstance(sources, (str, bytes)) or not hasattr(sources, "__len__"):
+    if isinstance(sources, (str, bytes, Mapping, Set)) or not hasattr(sources, "__len__"):
         raise TypeError(f"sources must be a list of token-id sequences, got {type(sources).__name__}")
+    if _one_flat_source(sources):
+        shown = str([int(i) for i in itertools.islice(sources, 8)])[:-1] + (", ...]" if len(sources) > 8 else "]")
+        raise TypeError(f"sources must be a list of token-id sequences, got one flat sequence of ids; to decode one "
+                        f"source, wrap it in a list: generate(model, [{shown}])")
     padded = _pad_flat(sources, pad_id)
     if padded is not None:
         return padded
@@ -65,6 +74,14 @@ def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndar
     for i, r in enumerate(rows):
         ids[i, :r.shape[0]] = r
     return ids, np.array([r.shape[0] for r in rows], np.int64)
+
+
+def _one_flat_source(sources) -> bool:
+    """Whether ``sources`` is one source's ids (a flat list or 1-D array of integers) given alone."""
+    if isinstance(sources, np.ndarray):
+        return sources.ndim == 1 and sources.size > 0 and sources.dtype.kind in "iu"
+    return len(sources) > 0 and all(isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
+                                    for s in itertools.islice(sources, 64))
 
 
 def _pad_flat(sources, pad_id: int):
@@ -109,7 +126,7 @@ def _options(kwargs) -> DecodingOptions:
     names = _OPTION_NAMES
     unknown = sorted(set(kwargs) - names)
     if unknown:
-        raise TypeError(f"unknown decoding option(s) {unknown}; known: {sorted(names)}")
+        raise TypeError(unknown_options_message(unknown, names))
     opts = DecodingOptions(**kwargs).validate()
     if key is not None:
         if len(_checked) >= _MAX_CHECKED:
@@ -118,17 +135,21 @@ def _options(kwargs) -> DecodingOptions:
     return opts
 
 
-def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int) -> DecodingOptions:
-    """:func:`check_max_length`, remembered per model for the options, ``explicit`` and ``rows``."""
+def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int, width: int) -> DecodingOptions:
+    """:func:`check_max_length`: the checked options and the bytes the decode needs remembered per
+    model for the options, ``explicit``, ``rows`` and source ``width``; the budget checked every
+    call (the memory available changes)."""
     cache = model.__dict__.setdefault("_checked_max_length", {})
-    key = (opts, explicit, rows)
+    key = (opts, explicit, rows, width)
     checked = cache.get(key)
     if checked is None:
-        checked = check_max_length(model, opts, explicit=explicit, rows=rows)
+        options = checked_length(model, opts, explicit=explicit)
+        checked = (options, decode_bytes(model, options, rows, width))
         if len(cache) >= _MAX_CHECKED:
             cache.clear()
         cache[key] = checked
-    return checked
+    check_budget(checked[1], rows, checked[0])
+    return checked[0]
 
 
 def _suppressed(model) -> tuple:
@@ -170,7 +191,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     ids, lens = pad_sources(sources, model.pad_id, lengths)
     _check_vocab(model, ids, lens)
     opts = _with_seed(_checked_max_length(model, opts, "max_length" in options,
-                                          min(max_batch_size, ids.shape[0]) * opts.beam_size))
+                                          min(max_batch_size, ids.shape[0]) * opts.beam_size, ids.shape[1]))
     if ids.shape[0] <= max_batch_size and callback is None:
         results = _runner_decode(model, ids, lens, opts)
         if results is not None:
@@ -187,6 +208,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         for i, res in zip(chunk, batch_results):
             if not opts.return_scores:
                 res.scores = None
+            if res.attention is not None:  # the source axis as long as this source, as when decoded alone
+                res.attention = [a[..., :max(1, int(lens[i]))] for a in res.attention]
             results[i] = res
     return results
 
@@ -197,6 +220,19 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
 SPLIT_MIN_ROWS = 8
 _pool = None
 _pool_lock = threading.Lock()
+
+
+def _forget_pool_after_fork() -> None:
+    """In a child made by ``fork``: the parent's pool threads do not exist there (a task submitted
+    to its pool would wait forever) and a lock may have been held at the fork; start afresh, lazily."""
+    global _pool, _pool_lock, _pools_lock
+    _pool = None
+    _pool_lock = threading.Lock()
+    _pools_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
 def _parts(model, rows: np.ndarray, lens: np.ndarray, opts, callback) -> list:
@@ -335,7 +371,8 @@ def generate_stream(model, source, **options):
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)
     _check_vocab(model, ids, lens)
-    opts = _with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1))
+    opts = _with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1,
+                                       source_length=ids.shape[1]))
     state = model.start(ids, lens, max_length=opts.max_length)
     try:
         tokens = None

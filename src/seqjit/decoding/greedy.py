@@ -91,6 +91,8 @@ def _plain_argmax(logits, t, options, eos, suppressed):
     if logits.dtype != np.float32:
         return None
     tokens = np.argmax(logits, axis=-1)
+    if np.isnan(logits[np.arange(tokens.shape[0]), tokens]).any():  # argmax stops at a NaN
+        return None  # the score processors refuse the step
     banned = list(suppressed) + ([eos] if t < options.min_length else [])
     if banned and np.isin(tokens, banned).any():
         return None

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import math
 import numbers
+
+import numpy as np
 
 #: the longest output any model may be asked for: a larger ``max_length`` is refused before anything
 #: is allocated (decoding keeps per-token buffers of that length; an RNN has no position limit)
@@ -16,7 +19,8 @@ OPTION_HELP = {
     "min_length": "the end token is forbidden while fewer tokens than this have been generated",
     "beam_size": "beam width; 1 decodes greedily (or samples)",
     "num_hypotheses": "the n-best kept per source (<= beam_size)",
-    "length_penalty": "beam scores are sum(log p) / length ** length_penalty (as transformers); finite",
+    "length_penalty": "beam scores are sum(log p) / length ** length_penalty (as transformers); within the range "
+                      "where float32 scores stay finite (about [-1.49, 12.5] at max_length 256)",
     "repetition_penalty": "scores of tokens already in the hypothesis are divided by it (negative scores multiplied), "
                           "as transformers' RepetitionPenaltyLogitsProcessor; finite, > 0",
     "no_repeat_ngram_size": "an n-gram never occurs twice in a hypothesis (start token included); 0: off",
@@ -84,12 +88,66 @@ class DecodingOptions:
             if not finite(name) > 0:
                 raise ValueError(f"{name} must be a positive number, got {getattr(self, name)!r}")
         finite("length_penalty")
+        if self.beam_size > 1:
+            low, high = length_penalty_range(self.max_length)
+            if not low <= self.length_penalty <= high:
+                raise ValueError(f"length_penalty must lie in [{low:.3g}, {high:.3g}] with max_length {self.max_length} "
+                                 "(beam scores sum(log p) / length ** length_penalty must stay finite in float32 and "
+                                 f"above the beam search's -1e9 floor), got {self.length_penalty!r}")
         if not 0 < finite("sampling_topp") <= 1:
             raise ValueError(f"sampling_topp must be in (0, 1], got {self.sampling_topp!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)
                                       or not 0 <= self.seed < 1 << 64):
             raise ValueError(f"seed must be an integer in [0, 2**64) or None, got {self.seed!r}")
+        for name in ("return_scores", "return_attention"):
+            value = getattr(self, name)
+            if not isinstance(value, (bool, np.bool_)):  # 'no' and 'false' are truthy
+                raise ValueError(f"{name} must be True or False, got {str(value)[:40]!r} ({type(value).__name__})")
         return self
+
+
+#: the beam search's score of an impossible hypothesis (-1e9): a length-penalised score must stay
+#: above it, with a margin of 10
+SCORE_FLOOR = 1e8
+#: the largest -log p of one token that the bound assumes (float32 logits of a sane model)
+MAX_TOKEN_NLL = 100.0
+#: the largest divisor ``length ** length_penalty``: finite in float32, and a score divided by it
+#: stays above float32's smallest normal number
+MAX_DIVISOR = 1e30
+
+
+def length_penalty_range(max_length: int) -> tuple:
+    """``(low, high)``: the length penalties for which every beam score ``sum(log p) / length **
+    length_penalty`` (length <= ``max_length``) is a finite float32 above the beam's floor: a
+    larger one overflows the divisor (scores all 0, the ranking lost), a more negative one pushes
+    scores past -1e9, where they pass for impossible hypotheses."""
+    if max_length < 2:
+        return -math.inf, math.inf
+    log_length = math.log(max_length)
+    worst_sum = max_length * MAX_TOKEN_NLL
+    return -max(0.0, math.log(SCORE_FLOOR / worst_sum) / log_length), math.log(MAX_DIVISOR) / log_length
+
+
+#: the ``transformers.generate`` names of seqjit's options (and what to write instead)
+HF_NAMES = {
+    "num_beams": "beam_size", "num_return_sequences": "num_hypotheses", "top_k": "sampling_topk",
+    "top_p": "sampling_topp", "temperature": "sampling_temperature",
+    "max_new_tokens": "max_length (it counts the end token)", "min_new_tokens": "min_length",
+    "do_sample": "sampling_topk=0 (sample from the whole distribution) or k > 1",
+    "output_scores": "return_scores", "output_attentions": "return_attention",
+    "num_return_hypotheses": "num_hypotheses",
+}
+
+
+def unknown_options_message(unknown, known) -> str:
+    """Names ``unknown`` with, for each, the seqjit option it probably means (a ``transformers`` name
+    or a close spelling), then the known ones."""
+    hints = []
+    for name in unknown:
+        shown = str(name)[:40]
+        guess = HF_NAMES.get(name) or next(iter(difflib.get_close_matches(str(name), known, n=1)), None)
+        hints.append(f"{shown!r} (did you mean {guess}?)" if guess else repr(shown))
+    return f"unknown decoding option(s) {', '.join(hints)}; known: {sorted(known)}"
 
 
 def describe_options(indent: str = "    ") -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqjit.errors import NonFiniteLogits
+
 NEG_INF = -np.inf
 
 
@@ -59,7 +61,19 @@ def apply_suppressed(scores: np.ndarray, tokens) -> None:
         scores[:, list(tokens)] = NEG_INF
 
 
+def check_no_nan(scores: np.ndarray, step: int) -> None:
+    """:class:`~seqjit.errors.NonFiniteLogits` when a row of ``scores`` holds NaN (one pass:
+    ``np.min`` propagates NaN, and allocates nothing)."""
+    if scores.size and np.isnan(np.min(scores)):
+        row = int(np.flatnonzero(np.isnan(scores).any(axis=-1))[0])
+        raise NonFiniteLogits(f"decoding step {step}: the logits of row {row} hold NaN (the model's weights or "
+                              "activations overflow float32); no token can be chosen")
+
+
 def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eos_id: int, suppressed) -> np.ndarray:
+    """The score processors in ``transformers``' order, after :func:`check_no_nan` (so every
+    Python loop, greedy, sampling and beam, refuses a NaN step)."""
+    check_no_nan(scores, generated)
     apply_repetition_penalty(scores, history, options.repetition_penalty)
     apply_no_repeat_ngram(scores, history, options.no_repeat_ngram_size)
     apply_min_length(scores, generated, options.min_length, eos_id)
@@ -67,9 +81,20 @@ def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eo
     return scores
 
 
+def _certain(x: np.ndarray, m: np.ndarray) -> tuple:
+    """``(x, m)`` with each row holding +inf (its max ``m``) read as probability one: 0 at its +inf
+    entries (shared evenly), -inf elsewhere; ``inf - inf`` would otherwise make the row NaN."""
+    sure = np.isposinf(m)
+    if not sure.any():
+        return x, m
+    x = np.where(sure, np.where(np.isposinf(x), 0, NEG_INF).astype(x.dtype), x)
+    return x, np.where(sure, 0, m).astype(m.dtype)
+
+
 def _shifted_lse(x: np.ndarray) -> tuple:
-    """``(x - m, log(sum(exp(x - m))))`` per row, m the row max (0 for rows of only -inf)."""
-    m = np.max(x, axis=-1, keepdims=True)
+    """``(x - m, log(sum(exp(x - m))))`` per row, m the row max (0 for rows of only -inf; rows
+    holding +inf: see :func:`_certain`)."""
+    x, m = _certain(x, np.max(x, axis=-1, keepdims=True))
     m = np.where(np.isfinite(m), m, 0)
     d = x - m
     e = np.exp(d)
@@ -91,12 +116,24 @@ def token_log_probs(x: np.ndarray, tokens: np.ndarray) -> np.ndarray:
     return d[rows, tokens] - lse[:, 0]
 
 
+def _tempered(scores: np.ndarray, temperature: float) -> np.ndarray:
+    """float64 ``scores / temperature``, each row first shifted by its max (softmax, top-k and top-p
+    do not change), so a tiny temperature gives -inf below the max instead of overflowing to
+    ``inf - inf`` (NaN); a row holding +inf is read as probability one (:func:`_certain`)."""
+    x = scores.astype(np.float64)
+    x, m = _certain(x, np.max(x, axis=-1, keepdims=True))
+    x -= np.where(np.isfinite(m), m, 0)
+    with np.errstate(over="ignore"):
+        x /= temperature
+    return x
+
+
 def sample(scores: np.ndarray, options, draws: np.ndarray) -> np.ndarray:
     """One token per row: temperature, then top-k, then top-p (nucleus), as ``transformers``; then
     the inverse CDF of the kept tokens' softmax (in vocabulary order) at ``draws`` [rows], each row's
     uniform in [0, 1): the decode loops take them from :mod:`seqjit.kernels.sampling.philox`, keyed
     by (seed, source row, step), so every loop that samples a row at a step draws the same number."""
-    logits = scores.astype(np.float64) / options.sampling_temperature
+    logits = _tempered(scores, options.sampling_temperature)
     vocab = logits.shape[-1]
     k = options.sampling_topk
     if 0 < k < vocab:

@@ -23,6 +23,9 @@ DEFAULT_MODEL = "attention"  # the lowest error rates of the three (README)
 #: cold first calls added 15-30 s to a fresh install's first run), and at these sizes (hidden 128-256,
 #: vocabularies under 80) decoding is per-call overhead, where the two backends measure the same
 DEFAULT_BACKEND = "cython"
+#: the most phonemes the default length limit (2 x letters + 4) asks for: seqjit's own default
+#: ``max_length``; more only when ``max_length`` is given
+DEFAULT_LENGTH_CAP = 256
 
 
 def model_dir(model) -> Path:
@@ -51,7 +54,7 @@ class Pronunciation:
     phonemes: list
     unknown: list
     score: float
-    attention: np.ndarray | None = None
+    attention: np.ndarray | None = field(default=None, repr=False)  # a repr shows the result, not the matrix
     spelled: str = ""
     hypotheses: list = field(default_factory=list)
     truncated: bool = False
@@ -102,7 +105,9 @@ class G2P:
                 max_batch_size: int = 256, num_hypotheses: int = 1) -> list:
         """:class:`Pronunciation` of each word (a string of at least one character, at most
         :attr:`max_positions` letters). ``max_length``: most phonemes per word, end token included
-        (default 2 x the longest word's letters + 4, at most :attr:`max_positions`);
+        (default 2 x the longest word's letters + 4, at most :data:`DEFAULT_LENGTH_CAP` and
+        :attr:`max_positions`: a model without positions would otherwise run 60,000 steps for a
+        30,000-letter word);
         ``num_hypotheses``: the n-best kept in :attr:`Pronunciation.hypotheses` (<= ``beam_size``)."""
         if isinstance(words, str):
             raise TypeError("words must be a list of strings, got one string (wrap it in a list)")
@@ -116,12 +121,12 @@ class G2P:
             return []
         limit = max_length
         if limit is None:
-            limit = 2 * max(len(ids) for ids, _, _ in encoded) + 4
+            limit = min(2 * max(len(ids) for ids, _, _ in encoded) + 4, DEFAULT_LENGTH_CAP)
             if self.max_positions is not None:
                 limit = min(limit, self.max_positions)
         elif self.max_positions is not None and limit > self.max_positions:
             raise ValueError(f"max_length {limit} exceeds the model's {self.max_positions} positions (max_positions)")
-        attention = return_attention and self.has_attention
+        attention = bool(return_attention) and self.has_attention
         results = self.model.generate([ids for ids, _, _ in encoded], beam_size=beam_size, max_length=limit,
                                       num_hypotheses=num_hypotheses, return_attention=attention, return_scores=True,
                                       max_batch_size=max_batch_size)

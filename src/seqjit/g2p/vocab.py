@@ -95,5 +95,10 @@ class Vocab:
             value = data.get(key)
             if not isinstance(value, list) or not all(isinstance(s, str) and s for s in value) or len(set(value)) != len(value):
                 raise ModelFormatError(f"{path}: {key!r} must be a list of distinct non-empty strings")
+        # the TSV output joins phonemes with spaces, one word a line: a symbol holding white space
+        # (a line break included) would shift its columns or split its line
+        spaced = next((s for s in data["phonemes"] if any(c.isspace() for c in s)), None)
+        if spaced is not None:
+            raise ModelFormatError(f"{path}: phoneme symbol {spaced[:40]!r} holds white space or a line break")
         info = {k: v for k, v in data.items() if k not in ("graphemes", "phonemes", "specials")}
         return cls(data["graphemes"], data["phonemes"], info)
