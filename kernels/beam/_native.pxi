@@ -3,8 +3,8 @@
 # kernels/beam/reference.py and seqjit/decoding/beam.py (transformers' beam search), per source:
 #
 # - sj_log_softmax_row: a row of logits becomes its log-softmax in place, computed as
-#   seqjit.decoding.processors.log_softmax does (max shifted out, 0 for a max that is not finite, a
-#   NaN anywhere makes every value NaN);
+#   seqjit.decoding.processors.log_softmax does (max shifted out; +inf entries share probability
+#   one); a row holding NaN is reported (the caller raises NonFiniteLogits);
 # - sj_process_row: the score processors in transformers' order (repetition penalty, no-repeat
 #   n-grams, minimum length, suppressed tokens), over the history [start token] + tokens[:t];
 # - sj_beam_topk_source: the k2 best of logp[b, v] + run_scores[b] over a source's K rows, best first,
@@ -27,8 +27,10 @@ cdef inline bint sj_beam_better(float a, int64_t ia, float b, int64_t ib) noexce
     return a > b or (a == b and ia < ib)
 
 
-cdef void sj_log_softmax_row(float* row, Py_ssize_t V) noexcept nogil:
-    cdef Py_ssize_t v
+cdef int sj_log_softmax_row(float* row, Py_ssize_t V) noexcept nogil:
+    """The row's log-softmax in place; returns 1 (row untouched) when it holds NaN. A row holding
+    +inf reads it as probability one, shared evenly by its +inf entries (processors._certain)."""
+    cdef Py_ssize_t v, n_inf = 0
     cdef float m = -INFINITY, x, lse
     cdef float m8[8]
     cdef int nan = 0, k
@@ -48,15 +50,23 @@ cdef void sj_log_softmax_row(float* row, Py_ssize_t V) noexcept nogil:
     for k in range(8):
         if m8[k] > m:
             m = m8[k]
-    if nan or m == INFINITY or m == -INFINITY:
+    if nan:
+        return 1
+    if m == INFINITY:
+        for v in range(V):
+            n_inf += row[v] == INFINITY
+        lse = logf(<float>n_inf)
+        for v in range(V):
+            row[v] = -lse if row[v] == INFINITY else -INFINITY
+        return 0
+    if m == -INFINITY:
         m = 0
     for v in range(V):
         total += exp_f32(row[v] - m)
     lse = logf(<float>total) if total > 0 else -INFINITY
-    if nan:
-        lse = NAN
     for v in range(V):
         row[v] = (row[v] - m) - lse
+    return 0
 
 
 cdef void sj_process_row(float* row, Py_ssize_t V, const int64_t* tokens, int t, int64_t start_id,

@@ -5,7 +5,8 @@
 # the same order, so the same token (a sum may round differently from NumPy's pairwise sums and SIMD
 # exp by an ulp, which changes a token only when ``u`` falls within an ulp of a cumulative boundary).
 #
-# - ``x = row / temperature`` (float64, divided as NumPy divides);
+# - ``x = (row - max(row)) / temperature`` (float64, as processors._tempered: the max shifted out
+#   first, 0 when it is not finite);
 # - top-k (``0 < k < V``): tokens scoring below the k-th largest are dropped (ties with it kept); the
 #   k-th largest is found on the float32 row (division by a positive number keeps order and ties);
 # - top-p (``topp < 1``): the kept tokens sorted best first (ties by index); a token is dropped when
@@ -102,18 +103,23 @@ cdef Py_ssize_t sj_sample_row(const float* row, Py_ssize_t V, double temperature
                               double u, SjCand* cand, float* buf) noexcept nogil:
     """The token of one row (see the comment at the top); ``cand``: V SjCand, ``buf``: V floats of scratch."""
     cdef Py_ssize_t n = 0, i, j, w
-    cdef float kth
-    cdef double m, s, lse, p, cum, draw
+    cdef float kth, top = -INFINITY
+    cdef double m, s, lse, p, cum, draw, shift
+    # processors._tempered: the row shifted by its max (0 when that is not finite), then divided
+    for j in range(V):
+        if row[j] > top:
+            top = row[j]
+    shift = top if (top != INFINITY and top != -INFINITY) else 0
     if 0 < k < V:
         kth = sj_kth_largest(row, V, k, buf)
         for j in range(V):
             if row[j] >= kth:
-                cand[n].v = <double>row[j] / temperature
+                cand[n].v = (<double>row[j] - shift) / temperature
                 cand[n].j = j
                 n += 1
     else:
         for j in range(V):
-            cand[j].v = <double>row[j] / temperature
+            cand[j].v = (<double>row[j] - shift) / temperature
             cand[j].j = j
         n = V
     if topp < 1.0:

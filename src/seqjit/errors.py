@@ -32,6 +32,12 @@ class NonFiniteLogits(ValueError):
     return a wrong answer silently. The message names the step and the row. (+inf is not an error:
     it is read as probability one.)"""
 
+    @classmethod
+    def at(cls, step: int, row: int) -> "NonFiniteLogits":
+        """The error for row ``row`` of decoding step ``step`` (every decoding loop, Python or native)."""
+        return cls(f"decoding step {step}: the logits of row {row} hold NaN (the model's weights or "
+                   "activations overflow float32); no token can be chosen")
+
 
 class MemoryBudgetExceeded(ValueError):
     """A decode would allocate more than the memory available now (or the limit set with

@@ -66,8 +66,7 @@ def check_no_nan(scores: np.ndarray, step: int) -> None:
     ``np.min`` propagates NaN, and allocates nothing)."""
     if scores.size and np.isnan(np.min(scores)):
         row = int(np.flatnonzero(np.isnan(scores).any(axis=-1))[0])
-        raise NonFiniteLogits(f"decoding step {step}: the logits of row {row} hold NaN (the model's weights or "
-                              "activations overflow float32); no token can be chosen")
+        raise NonFiniteLogits.at(step, row)
 
 
 def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eos_id: int, suppressed) -> np.ndarray:

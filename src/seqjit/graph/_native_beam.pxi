@@ -89,7 +89,7 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
         arr = <cnp.ndarray>state[i]
         bases[i] = <char*>cnp.PyArray_DATA(arr)
         row_bytes[i] = arr.strides[0]
-    cdef int t = t0, s, k, b, status, rc = 0, team, n_improvable, all_end, finished = 0
+    cdef int t = t0, s, k, b, status, rc = 0, team, n_improvable, all_end, finished = 0, nan_row = 0
     cdef float divisor
     cdef Py_ssize_t used
     with nogil:
@@ -108,9 +108,13 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
                 if not act[s]:
                     continue
                 for b in range(s * K, s * K + K):
-                    sj_log_softmax_row(lg + b * ld, V)
+                    if sj_log_softmax_row(lg + b * ld, V):
+                        rc, nan_row = ERR_NAN, b
+                        break
                     sj_process_row(lg + b * ld, V, runt + cur * plane + b * T, t, start_id,
                                    <float>repetition_penalty, ngram, eos, min_length, bn, nb, hist)
+                if rc:
+                    break
                 sj_beam_topk_source(lg + s * K * ld, ld, K, V, rsc + s * K, 2 * K, cand_s, cand_i)
                 status = sj_beam_advance_source(
                     cand_s, cand_i, V, t, max_len, eos, divisor, K,
@@ -125,6 +129,8 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
                     act[s] = 0
                     memcpy(fint + cur * plane + s * K * T, fint + (1 - cur) * plane + s * K * T,
                            K * T * sizeof(int64_t))
+            if rc:
+                break
             cur = 1 - cur
             t += 1
             if t >= max_len or all_end or n_improvable == 0:
@@ -147,6 +153,8 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
         writeback.team_nt = 1
         step._free_team(team)
     free(bases); free(row_bytes); free(cand_s); free(cand_i); free(parent); free(hist)
+    if rc == ERR_NAN:
+        raise_nan(t, nan_row)
     if rc:
         (step if step.err else writeback).raise_error()
     return t, cur, bool(finished)

@@ -36,25 +36,33 @@ cdef struct SjChoice:
 
 cdef Py_ssize_t _choose(float* row, int V, int t, int64_t source, const SjChoice* o, SjCand* cand, float* buf,
                         double* logp) noexcept nogil:
-    """Row ``row``'s token at step ``t`` (its banned tokens set to -inf first); ``*logp`` (when not
-    NULL) gains its log-probability under the processed scores (processors.token_log_probs)."""
+    """Row ``row``'s token at step ``t`` (its banned tokens set to -inf first), or -1 when the row
+    holds NaN (the caller raises NonFiniteLogits); a row holding +inf reads it as probability one,
+    shared by its +inf entries (processors._certain). ``*logp`` (when not NULL) gains the token's
+    log-probability under the processed scores (processors.token_log_probs)."""
     cdef Py_ssize_t best, v
     cdef int k
     cdef float top, x
     cdef double total
+    top = -INFINITY
+    for v in range(V):
+        x = row[v]
+        if x != x:
+            return -1
+        if x > top:
+            top = x
+    if top == INFINITY:
+        for v in range(V):
+            row[v] = 0 if row[v] == INFINITY else -INFINITY
     for k in range(o.nb):
         row[o.banned[k]] = -INFINITY
     if t < o.min_length:
         row[o.eos] = -INFINITY
     if o.topk == 1:
         best, top = 0, row[0]
-        for v in range(V):  # first maximum; a NaN wins, as with numpy.argmax
-            x = row[v]
-            if x != x:
-                best = v
-                break
-            if x > top:
-                best, top = v, x
+        for v in range(V):  # the first maximum, as numpy.argmax
+            if row[v] > top:
+                best, top = v, row[v]
     else:
         best = sj_sample_row(row, V, o.temperature, o.topk, o.topp, sj_philox_uniform(o.seed, source, t), cand, buf)
     if logp != NULL:
@@ -123,7 +131,7 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
     cdef int64_t* ln = <int64_t*>cnp.PyArray_DATA(lengths)
     cdef int64_t* src = <int64_t*>cnp.PyArray_DATA(sources)
     cdef double* sc = <double*>cnp.PyArray_DATA(scores) if scores.shape[0] else NULL
-    cdef int t, b, alive, rc = 0, team
+    cdef int t, b, alive, rc = 0, team, nan_row = 0
     cdef Py_ssize_t best
     cdef SjCand* cand = <SjCand*>malloc(max(V, 1) * sizeof(SjCand))
     cdef float* buf = <float*>malloc(max(V, 1) * sizeof(float))
@@ -144,12 +152,17 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     pv[b] = eos
                     continue
                 best = _choose(lg + b * ld, V, t, src[b], &o, cand, buf, (sc + b) if sc != NULL else NULL)
+                if best < 0:
+                    rc, nan_row = ERR_NAN, b
+                    break
                 out[b * T + t] = best
                 pv[b] = best
                 if best == eos or t + 1 == T:
                     ln[b] = t + 1
                 else:
                     alive += 1
+            if rc:
+                break
             sv[0] += 1
             if writeback.n:
                 rc = writeback._run(nthreads)
@@ -161,6 +174,8 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
         step._free_team(team)
     free(cand)
     free(buf)
+    if rc == ERR_NAN:
+        raise_nan(t, nan_row)
     if rc:
         (step if step.err else writeback).raise_error()
     return sv[0]
@@ -220,6 +235,9 @@ cdef class Stepper:
             if rc == 0:
                 best = _choose(<float*>cnp.PyArray_DATA(self.logits), self.V, t, self.source, &self.o,
                                self.cand, self.buf, &logp)
+                if best < 0:
+                    rc = ERR_NAN
+            if rc == 0:
                 (<int64_t*>cnp.PyArray_DATA(self.prev))[0] = best
                 (<int64_t*>cnp.PyArray_DATA(self.stepv))[0] += 1
                 if self.writeback.n:
@@ -228,6 +246,8 @@ cdef class Stepper:
             self.step._free_team(team)
         if rc:
             self.done = True
+            if rc == ERR_NAN:
+                raise_nan(t, 0)
             (self.step if self.step.err else self.writeback).raise_error()
         self.t = t + 1
         self.done = best == self.o.eos or self.t >= self.T

@@ -62,6 +62,7 @@ cdef enum:
     ERR_ID = 1        # a token id outside the table
     ERR_STEP = 2      # the step outside the position table or the cache
     ERR_PYTHON = 3    # a Python callback raised
+    ERR_NAN = 4       # a decoding loop's logits hold NaN (seqjit.errors.NonFiniteLogits)
 
 DEF NPTR = 12
 DEF NINT = 24
@@ -452,7 +453,7 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
     cdef double* sc = <double*>cnp.PyArray_DATA(scores) if scores.shape[0] else NULL
     cdef int64_t* bn = <int64_t*>cnp.PyArray_DATA(banned)
     cdef int nb = <int>banned.shape[0]
-    cdef int t, b, v, best, alive, rc = 0, k
+    cdef int t, b, v, best, alive, rc = 0, k, nan_row = 0
     cdef float* row
     cdef float top, x
     cdef double total
@@ -472,23 +473,33 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     pv[b] = eos
                     continue
                 row = lg + b * ld
-                for k in range(nb):
+                for k in range(nb):  # a NaN anywhere in the row, a banned token's included, is an error
+                    if row[bn[k]] != row[bn[k]]:
+                        rc, nan_row = ERR_NAN, b
                     row[bn[k]] = -INFINITY
                 if t < min_length:
+                    if row[eos] != row[eos]:
+                        rc, nan_row = ERR_NAN, b
                     row[eos] = -INFINITY
                 best, top = 0, row[0]
-                for v in range(V):  # first maximum; a NaN wins, as with numpy.argmax
+                for v in range(V):  # the first maximum, as numpy.argmax
                     x = row[v]
                     if x != x:
-                        best = v
+                        rc, nan_row = ERR_NAN, b
                         break
                     if x > top:
                         best, top = v, x
+                if rc:
+                    break
                 if sc != NULL:
                     top = row[best]
                     total = 0
-                    for v in range(V):
-                        total += exp_f32(row[v] - top)
+                    if top == INFINITY:  # +inf entries share probability one (processors._certain)
+                        for v in range(V):
+                            total += row[v] == INFINITY
+                    else:
+                        for v in range(V):
+                            total += exp_f32(row[v] - top)
                     sc[b] += -log(total)
                 out[b * T + t] = best
                 pv[b] = best
@@ -496,6 +507,8 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     ln[b] = t + 1
                 else:
                     alive += 1
+            if rc:
+                break
             sv[0] += 1
             if writeback.n:
                 rc = writeback._run(nthreads)
@@ -505,12 +518,21 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                 break
         writeback.team_nt = 1
         step._free_team(team)
+    if rc == ERR_NAN:
+        raise_nan(t, nan_row)
     if rc:
         (step if step.err else writeback).raise_error()
     return sv[0]
 
 
 include "_native_sampling.pxi"
+
+def raise_nan(int step, int row):
+    """Raise :class:`seqjit.errors.NonFiniteLogits` for row ``row`` of decoding step ``step``."""
+    from seqjit.errors import NonFiniteLogits
+
+    raise NonFiniteLogits.at(step, row)
+
 
 def team_counts():
     """(items published, parts the caller took back, long waits) of the team of two since start."""

@@ -364,11 +364,17 @@ class Seq2SeqModel:
 
     def prepare(self):
         """Do now the part of a first decode that does not depend on the batch shape (importing the
-        native VM, the weight copies its kernels read), by decoding one token of a one-token source:
+        native VM, the weight copies its kernels read), by running the encoder on a one-token source
+        and one decoder step (the logits are not looked at, so weights that give NaN still load):
         the loaders call it, so a first ``generate`` at a new shape costs about as much as a later
         one. Returns the model."""
         if self._gpu is None:
-            self.generate([[self.pad_id if self.pad_id is not None else 0]], max_length=1)
+            token = self.pad_id if self.pad_id is not None else 0
+            state = self.start(np.array([[token]], np.int64), max_length=1)
+            try:
+                self.step(state, np.array([self.decoder_start_id], np.int64), copy=False)
+            finally:
+                state.close()
         return self
 
     # -- persistence -----------------------------------------------------------------------------
