@@ -206,12 +206,18 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         else:
             batch_results = _decode_parts(model, ids, lens, parts, opts, callback)
         for i, res in zip(chunk, batch_results):
-            if not opts.return_scores:
-                res.scores = None
-            if res.attention is not None:  # the source axis as long as this source, as when decoded alone
-                res.attention = [a[..., :max(1, int(lens[i]))] for a in res.attention]
-            results[i] = res
+            results[i] = _finished(res, opts, lens[i])
     return results
+
+
+def _finished(res, opts, length) -> GenerationResult:
+    """``res`` as ``generate`` returns it: scores only when asked for, the attention's source axis as
+    long as the source (as when it is decoded alone)."""
+    if not opts.return_scores:
+        res.scores = None
+    if res.attention is not None:
+        res.attention = [a[..., :max(1, int(length))] for a in res.attention]
+    return res
 
 
 #: a batch decoded by native greedy or beam search is split over the intra-op threads in parts of at

@@ -58,9 +58,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         finally:
             state.close()
         for i, res in zip(rows, batch_results):
-            if not opts.return_scores:
-                res.scores = None
-            results[i] = res
+            results[i] = api._finished(res, opts, lens[i])
     return results
 
 
