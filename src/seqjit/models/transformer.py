@@ -2,11 +2,15 @@
 
 Config (:class:`TransformerConfig`): sizes, ``activation`` (relu, gelu, gelu_tanh, silu),
 ``norm_first`` (pre-norm) or post-norm, token embeddings times sqrt(d_model) when
-``scale_embedding``, ``positions`` ("sinusoidal" in the "interleaved" or "halves" (Marian) layout,
-"learned" with ``position_offset`` (BART: 2), or "none"), optional ``layernorm_embedding``, optional
+``scale_embedding``, ``positions`` ("sinusoidal" in the "interleaved", "halves" (Marian, Pegasus) or
+"fairseq" (M2M100/NLLB) layout, "learned" (BART, mBART), or "none"), a ``position_offset`` (the table
+row of the first position: BART 2, M2M100 ``pad_id + 1``), ``padding_positions`` (positions count
+non-pad tokens only and pad tokens get none: M2M100), optional ``layernorm_embedding``, optional
 final layer norms (``encoder_final_norm``, ``decoder_final_norm``), encoder/decoder token
 embeddings shared or not, output projection tied to the decoder embedding or not, and an optional
-``final_logits_bias``.
+``final_logits_bias``. Decoding rules: ``forced_bos_id`` (the first generated token, e.g. the target
+language of mBART-50/M2M100/NLLB) and ``forced_eos_id`` (the token forced at the last allowed step,
+BART/Pegasus), both None when the model has none.
 
 Weights (names follow Hugging Face BART/Marian), E = d_model, F = ffn dim::
 
@@ -38,7 +42,7 @@ from seqjit.errors import ConfigError
 from seqjit.graph.ops import TensorSpec
 from seqjit.models import transformer_graphs as graphs
 from seqjit.models.base import Seq2SeqModel
-from seqjit.models.config import ModelConfig, choice, positive
+from seqjit.models.config import MAX_POSITIONS, ModelConfig, choice, positive
 from seqjit.models.quantization import SCHEMES, quantized_spec
 
 
@@ -60,9 +64,10 @@ class TransformerConfig(ModelConfig):
     layer_norm_eps: float = 1e-5
     scale_embedding: bool = False
     positions: str = choice("sinusoidal", ("sinusoidal", "learned", "none"))
-    position_layout: str = choice("interleaved", ("interleaved", "halves"))
+    position_layout: str = choice("interleaved", ("interleaved", "halves", "fairseq"))
     max_positions: int = 1024
     position_offset: int = 0
+    padding_positions: bool = False
     layernorm_embedding: bool = False
     encoder_final_norm: bool = False
     decoder_final_norm: bool = False
@@ -72,6 +77,8 @@ class TransformerConfig(ModelConfig):
     pad_id: int = 0
     decoder_start_id: int = 1
     eos_id: int = 2
+    forced_bos_id: int | None = None
+    forced_eos_id: int | None = None
     dtype: str = choice("float32", ("float32", "float64"))
     quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
 
@@ -92,13 +99,23 @@ class TransformerConfig(ModelConfig):
                               f"got {self.src_vocab_size} and {self.tgt_vocab_size}")
         if self.position_offset < 0:
             raise ConfigError(f"{where}: position_offset must be >= 0, got {self.position_offset}")
+        if self.position_offset > MAX_POSITIONS:
+            raise ConfigError(f"{where}: position_offset {self.position_offset} exceeds {MAX_POSITIONS}")
+        if self.padding_positions and not (self.positions != "none" and self.position_offset >= 1):
+            raise ConfigError(f"{where}: padding_positions needs a position table and position_offset >= 1 "
+                              f"(fairseq: pad_id + 1), got positions {self.positions!r}, offset {self.position_offset}")
+        if self.padding_positions and self.decoder_start_id == self.pad_id:
+            raise ConfigError(f"{where}: padding_positions needs decoder_start_id != pad_id (the decoder step counts "
+                              f"every previous token as a position), both are {self.pad_id}")
+        if self.positions == "sinusoidal" and self.position_layout == "fairseq" and self.d_model < 4:
+            raise ConfigError(f"{where}: the fairseq sinusoidal layout needs d_model >= 4, got {self.d_model}")
         if self.quantization != "none" and self.dtype != "float32":
             raise ConfigError(f"{where}: quantization {self.quantization!r} needs dtype float32, got {self.dtype}")
         if not self.layer_norm_eps > 0:
             raise ConfigError(f"{where}: layer_norm_eps must be positive, got {self.layer_norm_eps}")
-        for key in ("pad_id", "decoder_start_id", "eos_id"):
+        for key in ("pad_id", "decoder_start_id", "eos_id", "forced_bos_id", "forced_eos_id"):
             value = getattr(self, key)
-            if not 0 <= value < self.tgt_vocab_size:
+            if value is not None and not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
 
 

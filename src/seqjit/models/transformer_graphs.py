@@ -52,9 +52,9 @@ class _Layers:
 
         return body
 
-    def embed(self, side: str, ids, positions):
+    def embed(self, side: str, ids, positions, layernorm: bool = True):
         """Token embedding (times sqrt(E) when scale_embedding) plus positions, then the optional
-        embedding layer norm. ``positions``: a value broadcastable to the embeddings, or None."""
+        embedding layer norm. ``positions``: [L, E] rows along the last ids axis, or None."""
         c = self.c
         name = "shared.weight" if c.share_embeddings else f"{side}.embed_tokens.weight"
         table = self.w(name)
@@ -65,16 +65,36 @@ class _Layers:
         else:
             args = (ids, table) if positions is None else (ids, table, positions)
             x = self.g.op("embedding", *args, scale=scale, name=f"{side}.embed")
-        if c.layernorm_embedding:
+        if c.layernorm_embedding and layernorm:
             x = self.norm(x, f"{side}.layernorm_embedding")
         return x
 
+    def embed_sequence(self, side: str, ids):
+        """:meth:`embed` of ids [B, L] with the positions of a whole sequence (the encoder, or the
+        decoder teacher-forced): rows ``offset ..`` of the table, or with ``padding_positions`` the
+        rows counted over non-pad tokens (a [B, L, E] value added after the scaled embedding)."""
+        c, g = self.c, self.g
+        table = self.position_table(side)
+        if table is None:
+            return self.embed(side, ids, None)
+        if not c.padding_positions:
+            return self.embed(side, ids, g.op("position_rows", table, ids, offset=self.offset))
+        positions = g.op("padded_positions", table, ids, pad_id=c.pad_id, offset=self.offset, name=f"{side}.positions")
+        layernorm = c.layernorm_embedding
+        x = self.embed(side, ids, None, layernorm=False)
+        x = g.op("add", x, positions)
+        return self.norm(x, f"{side}.layernorm_embedding") if layernorm else x
+
     def position_table(self, side: str):
+        """The position table ([max_positions + offset, E]) as a graph value, or None."""
         c = self.c
         if c.positions == "learned":
             return self.w(f"{side}.embed_positions.weight")
+        if c.positions == "sinusoidal" and c.position_layout == "fairseq":
+            return self.g.op("fairseq_positions", length=c.max_positions + c.position_offset, dim=c.d_model,
+                             dtype=c.dtype, name=f"{side}.sinusoidal_positions")
         if c.positions == "sinusoidal":
-            return self.g.op("sinusoidal_positions", length=c.max_positions, dim=c.d_model,
+            return self.g.op("sinusoidal_positions", length=c.max_positions + c.position_offset, dim=c.d_model,
                              layout=c.position_layout, dtype=c.dtype, name=f"{side}.sinusoidal_positions")
         return None
 
@@ -90,7 +110,8 @@ class _Layers:
 
     @property
     def offset(self) -> int:
-        return self.c.position_offset if self.c.positions == "learned" else 0
+        """The table row of position 0 (BART's learned table: 2; M2M100: pad_id + 1)."""
+        return self.c.position_offset
 
 
 def build_encoder(config, weights: dict):
@@ -100,9 +121,7 @@ def build_encoder(config, weights: dict):
     L = _Layers(g, c, weights)
     ids = g.input(SRC_IDS, dtype="int", ndim=2)
     lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
-    table = L.position_table("encoder")
-    positions = None if table is None else g.op("position_rows", table, ids, offset=L.offset)
-    x = L.embed("encoder", ids, positions)
+    x = L.embed_sequence("encoder", ids)
     heads = c.encoder_heads
     for i in range(c.encoder_layers):
         p = f"encoder.layers.{i}"
@@ -196,7 +215,9 @@ def build_decoder_step(config, weights: dict, with_attention: bool = False):
     caches = [(g.input(f"self_k.{i}", dtype="float", ndim=4), g.input(f"self_v.{i}", dtype="float", ndim=4))
               for i in range(c.decoder_layers)]
     table = L.position_table("decoder")
-    position = None if table is None else g.op("position_at", table, step, offset=L.offset)  # [1, E]
+    # [1, E]; with padding_positions too: the previous tokens are never pad (decoding suppresses it and
+    # the start token is not pad), so step t's row is offset + t as in transformers
+    position = None if table is None else g.op("position_at", table, step, offset=L.offset)
     ids = g.op("reshape", tokens, shape=(0, 1))  # [B, 1]: positions run along the last ids axis
     x = g.op("reshape", L.embed("decoder", ids, position), shape=(0, -1))  # [B, E]
     x, weights_, new_caches = _decoder_layers(g, L, x, (step, caches), src_lengths, with_attention)
@@ -219,9 +240,7 @@ def build_decoder_full(config, weights: dict):
     tokens = g.input("tgt_ids", dtype="int", ndim=2)
     src_lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
     _cross_inputs(g, c)
-    table = L.position_table("decoder")
-    positions = None if table is None else g.op("position_rows", table, tokens, offset=L.offset)
-    x = L.embed("decoder", tokens, positions)
+    x = L.embed_sequence("decoder", tokens)
     x, _, _ = _decoder_layers(g, L, x, None, src_lengths, False)
     g.output(L.logits(x), name=LOGITS)
     return g.build()
