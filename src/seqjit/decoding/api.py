@@ -116,6 +116,23 @@ def _options(kwargs) -> DecodingOptions:
     return opts
 
 
+def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
+    """``opts`` with the model's forced-token rules (its config's ``forced_bos_id`` / ``forced_eos_id``)
+    where the caller gave none; a forced token outside the target vocabulary is a ValueError."""
+    config = getattr(model, "config", None)
+    bos = opts.forced_bos_id if opts.forced_bos_id is not None else getattr(config, "forced_bos_id", None)
+    eos = opts.forced_eos_id if opts.forced_eos_id is not None else getattr(config, "forced_eos_id", None)
+    if bos is None and eos is None:
+        return opts
+    vocab = model.target_vocab_size
+    for name, token in (("forced_bos_id", bos), ("forced_eos_id", eos)):
+        if token is not None and vocab is not None and token >= vocab:
+            raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
+    if (bos, eos) == (opts.forced_bos_id, opts.forced_eos_id):
+        return opts
+    return dataclasses.replace(opts, forced_bos_id=bos, forced_eos_id=eos)
+
+
 def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int) -> DecodingOptions:
     """:func:`check_max_length`, remembered per model for the options, ``explicit`` and ``rows``."""
     cache = model.__dict__.setdefault("_checked_max_length", {})
@@ -160,7 +177,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
 
         return device_generate(model, sources, lengths=lengths, max_batch_size=max_batch_size, callback=callback,
                                **options)
-    opts = _options(options)
+    opts = resolve_rules(model, _options(options))
     if not isinstance(max_batch_size, int) or max_batch_size < 1:
         raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
     if callback is not None and opts.beam_size > 1:
@@ -292,7 +309,7 @@ def _drain(gen):
 @document_options
 def generate_stream(model, source, **options):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling)."""
-    opts = _options(options)
+    opts = resolve_rules(model, _options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)

@@ -2,7 +2,7 @@
 the token fed back all run in :func:`seqjit.graph._native_vm.greedy`, without Python per token.
 
 Used by :func:`seqjit.decoding.generate` for plain greedy search (no sampling, repetition penalty,
-n-gram ban, attention output or per-token callback; not under ``seqjit.profile()``, which times
+n-gram ban, forced token, attention output or per-token callback; not under ``seqjit.profile()``, which times
 every step's nodes) when the model's step plan is lowered to native
 code; otherwise :func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
 ``greedy_search``; the scores (``return_scores``) are the same log-probabilities. Finished rows stay
@@ -27,7 +27,7 @@ def eligible(model, options, callback) -> bool:
     ``step`` decodes through it, in the Python loop)."""
     return (type(model).step is Seq2SeqModel.step and callback is None and not profiler.active()
             and options.beam_size == 1 and not options.sampling and options.repetition_penalty == 1.0
-            and options.no_repeat_ngram_size == 0 and not options.return_attention)
+            and options.no_repeat_ngram_size == 0 and not options.return_attention and not options.forces_tokens)
 
 
 #: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a

@@ -24,6 +24,10 @@ OPTION_HELP = {
     "sampling_topp": "nucleus sampling: sample among the most likely tokens whose probabilities sum to topp; in (0, 1]",
     "sampling_temperature": "logits are divided by it before sampling; finite, > 0",
     "seed": "seeds the sampler (numpy Generator) for reproducible sampling; None: fresh entropy",
+    "forced_bos_id": "the first generated token (the target language of mBART-50, M2M100 or NLLB); None: the model's "
+                     "own (its config's forced_bos_id, if any)",
+    "forced_eos_id": "the token forced at the last allowed step (max_length); None: the model's own (BART and Pegasus "
+                     "force their end token)",
     "return_scores": "give each hypothesis its score (sum of token log-probabilities, length-penalised in beam search)",
     "return_attention": "give each hypothesis its attention over the source, one row per generated token",
 }
@@ -45,12 +49,19 @@ class DecodingOptions:
     sampling_topp: float = 1.0
     sampling_temperature: float = 1.0
     seed: int | None = None
+    forced_bos_id: int | None = None
+    forced_eos_id: int | None = None
     return_scores: bool = False
     return_attention: bool = False
 
     @property
     def sampling(self) -> bool:
         return self.sampling_topk != 1
+
+    @property
+    def forces_tokens(self) -> bool:
+        """Whether a forced-token rule applies (the native greedy loop does not apply them)."""
+        return self.forced_bos_id is not None or self.forced_eos_id is not None
 
     def validate(self) -> "DecodingOptions":
         """Check every field; a ValueError names the option and says what is wrong. Returns self."""
@@ -85,8 +96,10 @@ class DecodingOptions:
         finite("length_penalty")
         if not 0 < finite("sampling_topp") <= 1:
             raise ValueError(f"sampling_topp must be in (0, 1], got {self.sampling_topp!r}")
-        if self.seed is not None and (not isinstance(self.seed, int) or self.seed < 0):
-            raise ValueError(f"seed must be a non-negative integer or None, got {self.seed!r}")
+        for name in ("seed", "forced_bos_id", "forced_eos_id"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
         return self
 
 
