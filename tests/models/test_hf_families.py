@@ -167,3 +167,21 @@ def test_pegasus_without_final_logits_bias(tmp_path):
     src, mask, tgt, lengths = _batch(model)
     _, want = _reference(hf, src, mask, tgt)
     _close(model.logits(src.numpy(), tgt.numpy(), lengths.numpy()), want, "teacher-forced")
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_convert_and_inspect(hf_family, tmp_path, family):
+    """``seqjit convert`` writes a seqjit directory that loads to the same model; ``inspect`` shows it."""
+    from seqjit.commands.convert import convert
+    from seqjit.commands.inspect import describe
+
+    hf, model, path = hf_family(family)
+    _, kind, _ = convert(path, tmp_path / "out")
+    assert kind == f"Hugging Face {family}"
+    again = seqjit.load(tmp_path / "out")
+    assert again.config == model.config
+    info = describe(again)
+    assert info["config"]["forced_eos_id"] == model.config.forced_eos_id
+    src, mask, tgt, lengths = _batch(again)
+    _, want = _reference(hf, src, mask, tgt)
+    _close(again.logits(src.numpy(), tgt.numpy(), lengths.numpy()), want, "teacher-forced")
