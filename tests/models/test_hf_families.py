@@ -142,7 +142,7 @@ def _edit(path, name, **changes):
     ("generation_config.json", {"eos_token_id": [2, 5]}, "'eos_token_id' lists several tokens"),
     ("config.json", {"is_decoder": True}, "config.json: 'is_decoder' true"),
     ("config.json", {"activation_function": "quick_gelu"}, "activation_function 'quick_gelu' is not supported"),
-    ("config.json", {"model_type": "t5"}, "model_type 't5' is not supported"),
+    ("config.json", {"model_type": "led"}, "model_type 'led' is not supported"),
     ("config.json", {"encoder_layers": 1}, "unexpected weight.*encoder.layers.1"),
 ])
 def test_unsupported_options_are_named(tmp_path, name, changes, match):

@@ -24,6 +24,8 @@ FROM_HF: dict = {
     "mbart": "seqjit.convert.hf_bart:from_hf_bart",
     "m2m_100": "seqjit.convert.hf_bart:from_hf_bart",
     "pegasus": "seqjit.convert.hf_bart:from_hf_bart",
+    "t5": "seqjit.convert.hf_t5:from_hf_t5",
+    "mt5": "seqjit.convert.hf_t5:from_hf_t5",
 }
 
 

@@ -16,12 +16,9 @@ pegasus       pre-norm   yes          no                   sinusoidal (halves, a
 
 From ``config.json``: sizes, ``activation_function`` (gelu, relu, gelu_new, swish/silu...),
 ``scale_embedding``, ``max_position_embeddings``, ``tie_word_embeddings`` (False: a separate
-``lm_head.weight``, and with ``transformers`` 5 separate encoder and decoder tables), ``pad_token_id``, ``eos_token_id``. Decoding rules from ``generation_config.json``
-where present (else ``config.json``), as ``transformers.generate`` takes them: ``decoder_start_token_id``
-(else ``bos_token_id``), ``forced_bos_token_id`` (the target language of mBART-50/M2M100/NLLB),
-``forced_eos_token_id``. A rule seqjit does not apply (``suppress_tokens``, ``begin_suppress_tokens``,
-``forced_decoder_ids``, ``bad_words_ids`` beyond the pad token, several end tokens) or a config that
-changes the architecture (``is_decoder``) is a ModelFormatError naming the file and key. A Pegasus file
+``lm_head.weight``, and with ``transformers`` 5 separate encoder and decoder tables), ``pad_token_id``,
+and the decoding rules of :mod:`seqjit.convert.hf_rules` (decoder start, forced BOS/EOS).
+``is_decoder`` (a decoder-only model) is a ModelFormatError naming the file and key. A Pegasus file
 without ``final_logits_bias`` loads with none (``transformers`` fills zeros).
 """
 from __future__ import annotations
@@ -30,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqjit.convert.hf_marian import _ACTIVATIONS
+from seqjit.convert.hf_rules import Reader, decoding_rules
 from seqjit.convert.hf_transformer import load_transformer
 from seqjit.errors import ModelFormatError
 
@@ -58,68 +56,12 @@ FAMILIES = {
                       layout="halves"),
 }
 
-GENERATION_CONFIG = "generation_config.json"
-
-
-class _Reader:
-    """Typed look-ups in one JSON object, errors naming the file and key."""
-
-    def __init__(self, data: dict, where: str):
-        self.data, self.where = data, where
-
-    def get(self, key, default=None, required=False):
-        value = self.data.get(key)
-        if value is None:
-            if required:
-                raise ModelFormatError(f"{self.where}: missing {key!r}")
-            return default
-        return value
-
-    def flag(self, key, default: bool) -> bool:
-        value = self.get(key, default)
-        if not isinstance(value, bool):
-            raise ModelFormatError(f"{self.where}: {key!r} must be true or false, got {repr(value)[:60]}")
-        return value
-
-    def token(self, key, default=None, required=False):
-        """A token id; a list of one id is that id; a list of several is refused (seqjit has one)."""
-        value = self.get(key, default, required)
-        if isinstance(value, list):
-            if len(set(value)) > 1:
-                raise ModelFormatError(f"{self.where}: {key!r} lists several tokens {repr(value)[:60]}; seqjit "
-                                       "supports one")
-            value = value[0] if value else default
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ModelFormatError(f"{self.where}: {key!r} must be a token id, got {repr(value)[:60]}")
-        return value
-
-
-def _generation(directory: Path, hf: _Reader) -> _Reader:
-    """The decoding rules' source: generation_config.json when present, else config.json."""
-    from seqjit.models.files import model_file, read_json
-
-    path = model_file(directory, GENERATION_CONFIG)
-    if not path.exists():
-        return hf
-    return _Reader(read_json(path), str(path))
-
-
-def _check_rules(gen: _Reader, pad: int) -> None:
-    """Refuse the decoding rules seqjit does not apply (it suppresses the pad token itself)."""
-    for key in ("suppress_tokens", "begin_suppress_tokens", "forced_decoder_ids", "sequence_bias"):
-        if gen.get(key):
-            raise ModelFormatError(f"{gen.where}: {key!r} is not supported by seqjit (remove it to decode without it)")
-    bad = gen.get("bad_words_ids")
-    if bad and bad != [[pad]]:
-        raise ModelFormatError(f"{gen.where}: 'bad_words_ids' {repr(bad)[:60]} is not supported (seqjit bans only "
-                               f"the pad token {pad})")
-
 
 def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "float32") -> dict:
     """The seqjit TransformerConfig dict of a BART-family ``config.json`` (and its generation config)."""
     family = FAMILIES[model_type]
     where = str(directory / "config.json")
-    hf = _Reader(hf_dict, where)
+    hf = Reader(hf_dict, where)
     if hf.flag("is_decoder", False):
         raise ModelFormatError(f"{where}: 'is_decoder' true (a decoder-only {model_type}) is not supported")
     activation = hf.get("activation_function", family.activation)
@@ -127,15 +69,7 @@ def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "f
         raise ModelFormatError(f"{where}: activation_function {repr(activation)[:60]} is not supported; supported: "
                                f"{sorted(_ACTIVATIONS)}")
     pad = hf.token("pad_token_id", required=True)
-    gen = _generation(directory, hf)
-    _check_rules(gen, pad)
-    eos = gen.token("eos_token_id", hf.token("eos_token_id"))
-    start = gen.token("decoder_start_token_id", hf.token("decoder_start_token_id"))
-    if start is None:  # transformers starts from the BOS token then (mBART)
-        start = gen.token("bos_token_id", hf.token("bos_token_id"))
-    for key, value in (("eos_token_id", eos), ("decoder_start_token_id (or bos_token_id)", start)):
-        if value is None:
-            raise ModelFormatError(f"{where}: missing {key}")
+    rules = decoding_rules(directory, hf, pad)
     vocab = hf.get("vocab_size", required=True)
     return dict(
         src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=hf.get("d_model", required=True),
@@ -150,10 +84,7 @@ def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "f
         padding_positions=family.offset is None, layernorm_embedding=family.layernorm_embedding,
         encoder_final_norm=family.final_norms, decoder_final_norm=family.final_norms, share_embeddings=True,
         tie_output=hf.flag("tie_word_embeddings", True), final_logits_bias=family.final_logits_bias,
-        pad_id=pad, eos_id=eos, decoder_start_id=start,
-        forced_bos_id=gen.token("forced_bos_token_id", hf.token("forced_bos_token_id")),
-        forced_eos_id=gen.token("forced_eos_token_id", hf.token("forced_eos_token_id")),
-        dtype=dtype,
+        pad_id=pad, **rules, dtype=dtype,
     )
 
 
