@@ -74,6 +74,7 @@ def test_nllb_style_forced_bos_token(tmp_path, beam):
     ref = hf_generate(hf, model, sources, num_beams=beam)
     assert all(ids[0] == 7 for ids, _ in ref)
     _check(model, sources, ref, beam_size=beam)
+    _check(model, sources[:3], ref[:3], beam_size=beam)  # a small batch (another greedy path)
     ref = hf_generate(hf, model, sources, num_beams=beam, forced_bos_token_id=11)
     assert all(ids[0] == 11 for ids, _ in ref)
     _check(model, sources, ref, beam_size=beam, forced_bos_id=11)
