@@ -6,7 +6,8 @@
 #   seqjit.decoding.processors.log_softmax does (max shifted out; +inf entries share probability
 #   one); a row holding NaN is reported (the caller raises NonFiniteLogits);
 # - sj_process_row: the score processors in transformers' order (repetition penalty, no-repeat
-#   n-grams, minimum length, suppressed tokens), over the history [start token] + tokens[:t];
+#   n-grams, minimum length, suppressed tokens, a forced token), over the history [start token] +
+#   tokens[:t];
 # - sj_beam_topk_source: the k2 best of logp[b, v] + run_scores[b] over a source's K rows, best first,
 #   ties to the lower flat index b * V + v, NaN last (numpy's stable argsort of the negated totals);
 # - sj_beam_advance_source: one step's bookkeeping from those candidates (running beams, finished
@@ -71,9 +72,10 @@ cdef int sj_log_softmax_row(float* row, Py_ssize_t V) noexcept nogil:
 
 cdef void sj_process_row(float* row, Py_ssize_t V, const int64_t* tokens, int t, int64_t start_id,
                          float repetition_penalty, int ngram, int eos, int min_length,
-                         const int64_t* banned, int n_banned, float* scratch) noexcept nogil:
+                         const int64_t* banned, int n_banned, int64_t forced, float* scratch) noexcept nogil:
     """The score processors on one row of log-probabilities; ``tokens[:t]`` the row's tokens so far
-    (after ``start_id``); ``scratch`` holds t + 1 floats."""
+    (after ``start_id``); ``forced`` (-1: none) the token this step must take (processors.apply_forced:
+    every other score -inf, its own 0); ``scratch`` holds t + 1 floats."""
     cdef int j, s, L = t + 1, n = ngram, q
     cdef int64_t tok, first
     cdef float val
@@ -112,6 +114,10 @@ cdef void sj_process_row(float* row, Py_ssize_t V, const int64_t* tokens, int t,
     for j in range(n_banned):
         if 0 <= banned[j] < V:
             row[banned[j]] = -INFINITY
+    if 0 <= forced < V:
+        for j in range(V):
+            row[j] = -INFINITY
+        row[forced] = 0
 
 
 cdef int sj_beam_topk_source(const float* logp, Py_ssize_t ld, int K, Py_ssize_t V, const float* run_scores,

@@ -92,6 +92,7 @@ OPTIONS = [
     dict(beam_size=4, no_repeat_ngram_size=2, num_hypotheses=2),
     dict(beam_size=3, no_repeat_ngram_size=1, max_length=9),
     dict(beam_size=4, max_length=5, num_hypotheses=4),
+    dict(beam_size=3, forced_bos_id=7, forced_eos_id=3, max_length=8, num_hypotheses=2),
 ]
 
 

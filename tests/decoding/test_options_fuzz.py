@@ -18,7 +18,7 @@ VALID = dict(max_length=st.integers(1, 12), min_length=st.integers(0, 4), beam_s
              num_hypotheses=st.just(1), length_penalty=st.floats(0, 2), repetition_penalty=st.floats(1, 2),
              no_repeat_ngram_size=st.integers(0, 3), sampling_topk=st.integers(0, 5),
              sampling_topp=st.floats(0.1, 1), sampling_temperature=st.floats(0.5, 2), seed=st.integers(0, 5),
-             return_scores=st.booleans(), return_attention=st.booleans())
+             forced_bos_id=st.integers(0, 10), forced_eos_id=st.integers(0, 10), return_scores=st.booleans(), return_attention=st.booleans())
 
 
 @pytest.fixture(scope="module")

@@ -99,8 +99,8 @@ def test_pickle_checkpoint_is_refused(tmp_path):
 def test_unsupported_model_type_and_unknown_weights(tmp_path):
     _marian(tmp_path)
     cfg = json.loads((tmp_path / "config.json").read_text())
-    (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "t5"}))
-    with pytest.raises(ModelFormatError, match="model_type 't5' is not supported"):
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "led"}))
+    with pytest.raises(ModelFormatError, match="model_type 'led' is not supported"):
         seqjit.from_hf(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "encoder_layers": 1}))
     with pytest.raises(ModelFormatError, match="unexpected weight.*encoder.layers.1"):

@@ -20,6 +20,12 @@ FROM_TORCH: dict = {
 
 FROM_HF: dict = {
     "marian": "seqjit.convert.hf_marian:from_hf_marian",
+    "bart": "seqjit.convert.hf_bart:from_hf_bart",
+    "mbart": "seqjit.convert.hf_bart:from_hf_bart",
+    "m2m_100": "seqjit.convert.hf_bart:from_hf_bart",
+    "pegasus": "seqjit.convert.hf_bart:from_hf_bart",
+    "t5": "seqjit.convert.hf_t5:from_hf_t5",
+    "mt5": "seqjit.convert.hf_t5:from_hf_t5",
 }
 
 

@@ -9,17 +9,14 @@ sinusoidal positions in the "halves" layout (sin in the first half, cos in the s
 (``share_encoder_decoder_embeddings``) and the output projection tied to the decoder embedding
 (``tie_word_embeddings``). Marian has no final layer norms and no embedding layer norm.
 
-Weight names are the seqjit names with a ``model.`` prefix; tied copies a file may also hold
-(``model.encoder.embed_tokens.weight``, ``lm_head.weight``...) are checked equal to the shared
-table, and the sinusoidal ``embed_positions`` tables are recomputed, not read.
+Weights: :func:`seqjit.convert.hf_transformer.load_transformer` (the names every BART-style family
+shares).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
-from seqjit.convert.common import cast_floats, read_hf_weights, unused_error
+from seqjit.convert.hf_transformer import load_transformer
 from seqjit.errors import ModelFormatError
 
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -69,40 +66,6 @@ def marian_config(hf: dict, where: str, dtype: str = "float32") -> dict:
 
 def from_hf_marian(directory: Path, hf_config: dict, *, backend=None, dtype: str = "float32",
                    allow_nonfinite: bool = False):
-    from seqjit.models.transformer import TransformerConfig, TransformerModel
-
     where = str(directory / "config.json")
-    cfg = TransformerConfig.from_dict(marian_config(hf_config, where, dtype), where=where)
-    source = str(directory / "model.safetensors")
-    raw = read_hf_weights(directory, allow_nonfinite=allow_nonfinite)
-    spec = TransformerModel.weight_spec(cfg)
-    used: set = set()
-    weights: dict = {}
-    for name in spec:
-        hf_name = name if name == "final_logits_bias" else f"model.{name}"
-        if name == "lm_head.weight":
-            hf_name = "lm_head.weight"
-        if hf_name in raw:
-            weights[name] = raw[hf_name]
-            used.add(hf_name)
-    if "final_logits_bias" in weights:
-        weights["final_logits_bias"] = weights["final_logits_bias"].reshape(-1)
-    if cfg.share_embeddings and "shared.weight" not in weights:
-        for alt in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"):
-            if alt in raw:
-                weights["shared.weight"] = raw[alt]
-                break
-    tied = "shared.weight" if cfg.share_embeddings else "decoder.embed_tokens.weight"
-    copies = ["lm_head.weight"] if cfg.tie_output else []
-    if cfg.share_embeddings:
-        copies += ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"]
-    for copy in copies:
-        if copy in raw:
-            if tied in weights and not np.array_equal(raw[copy], weights[tied]):
-                raise ModelFormatError(f"{source}: {copy} differs from {tied!r} although the config ties them")
-            used.add(copy)
-    used.update(k for k in raw if k.endswith("embed_positions.weight"))
-    unused = set(raw) - used
-    if unused:
-        raise unused_error(source, unused)
-    return TransformerModel(cfg, cast_floats(weights, cfg.dtype), backend=backend, source=source)
+    return load_transformer(directory, marian_config(hf_config, where, dtype), where, backend=backend,
+                            allow_nonfinite=allow_nonfinite)

@@ -135,6 +135,23 @@ def _options(kwargs) -> DecodingOptions:
     return opts
 
 
+def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
+    """``opts`` with the model's forced-token rules (its config's ``forced_bos_id`` / ``forced_eos_id``)
+    where the caller gave none; a forced token outside the target vocabulary is a ValueError."""
+    config = getattr(model, "config", None)
+    bos = opts.forced_bos_id if opts.forced_bos_id is not None else getattr(config, "forced_bos_id", None)
+    eos = opts.forced_eos_id if opts.forced_eos_id is not None else getattr(config, "forced_eos_id", None)
+    if bos is None and eos is None:
+        return opts
+    vocab = model.target_vocab_size
+    for name, token in (("forced_bos_id", bos), ("forced_eos_id", eos)):
+        if token is not None and vocab is not None and token >= vocab:
+            raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
+    if (bos, eos) == (opts.forced_bos_id, opts.forced_eos_id):
+        return opts
+    return dataclasses.replace(opts, forced_bos_id=bos, forced_eos_id=eos)
+
+
 def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int, width: int) -> DecodingOptions:
     """:func:`check_max_length`: the checked options and the bytes the decode needs remembered per
     model for the options, ``explicit``, ``rows`` and source ``width``; the budget checked every
@@ -183,7 +200,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
 
         return device_generate(model, sources, lengths=lengths, max_batch_size=max_batch_size, callback=callback,
                                **options)
-    opts = _options(options)
+    opts = resolve_rules(model, _options(options))
     if not isinstance(max_batch_size, int) or max_batch_size < 1:
         raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
     if callback is not None and opts.beam_size > 1:
@@ -264,7 +281,8 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not apply."""
     native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, None)
     if ids.shape[0] * opts.beam_size >= native_greedy.COMPACT_MIN_ROWS or not native \
-            or getattr(model, "replay", None) == "python" or not _runs_base_decode(type(model)):
+            or (opts.forced_bos_id is not None and opts.beam_size == 1) or getattr(model, "replay", None) == "python" \
+            or not _runs_base_decode(type(model)):
         return None
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
@@ -372,7 +390,7 @@ def generate_stream(model, source, **options):
     search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
     that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
     source row 0, as ``generate([source])``)."""
-    opts = _options(options)
+    opts = resolve_rules(model, _options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)

@@ -3,7 +3,7 @@
 - A model with a position table (a Transformer with ``positions`` "sinusoidal" or "learned") decodes
   at most ``max_positions`` tokens. A ``max_length`` the caller gave above that is refused with a
   ValueError; the default (256) is lowered to it silently, as the CLI does. RNN models (and
-  Transformers with ``positions="none"``) have no such limit.
+  Transformers with ``positions`` "none" or "relative", T5) have no such limit.
 - Everything a decode allocates (:func:`decode_bytes`: decoder and encoder state, token buffers,
   beam and n-best buffers, attention buffers, logits and their working copies) must fit in the
   memory available now (``MemAvailable``) and under the cap of :func:`set_memory_limit`: a larger
@@ -29,7 +29,7 @@ from .options import DecodingOptions
 def target_positions(model) -> int | None:
     """The most tokens ``model`` can decode (its position table's size); None when unlimited."""
     config = model.config
-    if getattr(config, "positions", "none") == "none":
+    if getattr(config, "positions", "none") in ("none", "relative"):  # relative (T5): any length
         return None
     return getattr(config, "max_positions", None)
 

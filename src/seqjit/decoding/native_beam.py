@@ -85,7 +85,8 @@ class BeamSearch:
             program, copy_back, logits, prev, stepv, moving, layout, part[0], part_small[0], part[1],
             part_small[1], part_small[2], part_small[3], part_small[4], self.banned, self.cur, self.t, self.T,
             self.eos, int(o.min_length), self.start_id, float(o.repetition_penalty), int(o.no_repeat_ngram_size),
-            float(o.length_penalty), scratch, get_num_threads(), stop)
+            float(o.length_penalty), scratch, get_num_threads(), stop,
+            -1 if o.forced_bos_id is None else int(o.forced_bos_id), -1 if o.forced_eos_id is None else int(o.forced_eos_id))
         if not every:
             for whole, sub in zip(big + small, list(part) + list(part_small)):
                 whole[(slice(None), src) if whole.ndim == 4 else src] = sub

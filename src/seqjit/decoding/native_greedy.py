@@ -4,7 +4,7 @@ under the banned tokens and the token fed back all run in :func:`seqjit.graph._n
 
 Used by :func:`seqjit.decoding.generate` for greedy search and for sampling (temperature, top-k,
 top-p, with ``min_length`` and the suppressed tokens) without a repetition penalty, n-gram ban,
-attention output or per-token callback (those run in the Python loop), not under
+forced end token, attention output or per-token callback (those run in the Python loop), not under
 ``seqjit.profile()`` (which times every step's nodes), when the model's step plan is lowered to
 native code; otherwise :func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
 ``greedy_search`` (sampling: drawn from the same Philox stream of (seed, source row, step), so a
@@ -27,12 +27,13 @@ from .results import GenerationResult
 
 
 def eligible(model, options, callback) -> bool:
-    """Greedy search or sampling with no repetition penalty, n-gram ban, attention or callback, of a
-    model whose step is the base class's (a model that overrides ``step`` decodes through it, in the
-    Python loop)."""
+    """Greedy search or sampling with no repetition penalty, n-gram ban, forced end token, attention
+    or callback, of a model whose step is the base class's (a model that overrides ``step`` decodes
+    through it, in the Python loop); a forced first token (``forced_bos_id``) is taken before the
+    native loop starts."""
     return (type(model).step is Seq2SeqModel.step and callback is None and not profiler.active()
             and options.beam_size == 1 and options.repetition_penalty == 1.0
-            and options.no_repeat_ngram_size == 0 and not options.return_attention)
+            and options.no_repeat_ngram_size == 0 and not options.return_attention and options.forced_eos_id is None)
 
 
 #: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a
@@ -57,6 +58,16 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
     scores = np.zeros(batch if options.return_scores else 0, np.float64)
     rows = np.arange(batch)                          # the source row of each state row
     prev = np.full(batch, model.decoder_start_id, np.int64)
+    if options.forced_bos_id is not None:  # the first token is the rule's (log-probability 0): one Python step
+        feeds = model.step_feeds(state, prev)
+        if model.step_plan(state, "decoder_step", feeds).native_replay(feeds) is None:
+            return None  # before the step: the Python loop then decodes from a fresh state
+        model.step(state, prev, copy=False)
+        prev = np.full(batch, options.forced_bos_id, np.int64)
+        ids[:, 0] = prev
+        if options.forced_bos_id == eos or steps == 1:
+            lengths[:] = 1
+            return greedy_results(ids, lengths, scores if options.return_scores else None, eos)
     while True:
         feeds = model.step_feeds(state, prev)
         plan = model.step_plan(state, "decoder_step", feeds)

@@ -29,6 +29,10 @@ OPTION_HELP = {
     "sampling_temperature": "logits are divided by it before sampling; finite, > 0",
     "seed": "seeds sampling, an integer in [0, 2**64): each source's tokens are drawn from the Philox stream of "
             "(seed, its index in sources, step), the same in every batch and decode loop; None: a fresh seed per call",
+    "forced_bos_id": "the first generated token (the target language of mBART-50, M2M100 or NLLB); None: the model's "
+                     "own (its config's forced_bos_id, if any)",
+    "forced_eos_id": "the token forced at the last allowed step (max_length); None: the model's own (BART and Pegasus "
+                     "force their end token)",
     "return_scores": "give each hypothesis its score (sum of token log-probabilities, length-penalised in beam search)",
     "return_attention": "give each hypothesis its attention over the source, one row per generated token",
 }
@@ -50,12 +54,19 @@ class DecodingOptions:
     sampling_topp: float = 1.0
     sampling_temperature: float = 1.0
     seed: int | None = None
+    forced_bos_id: int | None = None
+    forced_eos_id: int | None = None
     return_scores: bool = False
     return_attention: bool = False
 
     @property
     def sampling(self) -> bool:
         return self.sampling_topk != 1
+
+    @property
+    def forces_tokens(self) -> bool:
+        """Whether a forced-token rule applies (the native greedy loop does not apply them)."""
+        return self.forced_bos_id is not None or self.forced_eos_id is not None
 
     def validate(self) -> "DecodingOptions":
         """Check every field; a ValueError names the option and says what is wrong. Returns self."""
@@ -103,6 +114,10 @@ class DecodingOptions:
             value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):  # 'no' and 'false' are truthy
                 raise ValueError(f"{name} must be True or False, got {str(value)[:40]!r} ({type(value).__name__})")
+        for name in ("forced_bos_id", "forced_eos_id"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
         return self
 
 

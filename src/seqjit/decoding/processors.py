@@ -2,7 +2,9 @@
 
 ``history`` is ``[rows, t]`` int64: each row's tokens so far, the decoder start token first (as the
 ``transformers`` processors see ``input_ids``). The order and semantics follow ``transformers``:
-repetition penalty, no-repeat n-grams, minimum length, suppressed tokens.
+repetition penalty, no-repeat n-grams, minimum length, suppressed tokens, then the forced tokens
+(``ForcedBOSTokenLogitsProcessor``, ``ForcedEOSTokenLogitsProcessor``: every other token -inf, the forced
+one 0, so it is chosen whatever the model says and adds nothing to the score).
 """
 from __future__ import annotations
 
@@ -69,6 +71,19 @@ def check_no_nan(scores: np.ndarray, step: int) -> None:
         raise NonFiniteLogits.at(step, row)
 
 
+def apply_forced(scores: np.ndarray, generated: int, options) -> None:
+    """``options.forced_bos_id`` as the first generated token, ``options.forced_eos_id`` as the last
+    one ``max_length`` allows (None: no rule; decoding resolves the model's rules into the options)."""
+    token = None
+    if generated == 0 and options.forced_bos_id is not None:
+        token = options.forced_bos_id
+    elif generated == options.max_length - 1 and options.forced_eos_id is not None:
+        token = options.forced_eos_id
+    if token is not None:
+        scores[:] = NEG_INF
+        scores[:, token] = 0
+
+
 def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eos_id: int, suppressed) -> np.ndarray:
     """The score processors in ``transformers``' order, after :func:`check_no_nan` (so every
     Python loop, greedy, sampling and beam, refuses a NaN step)."""
@@ -77,6 +92,7 @@ def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eo
     apply_no_repeat_ngram(scores, history, options.no_repeat_ngram_size)
     apply_min_length(scores, generated, options.min_length, eos_id)
     apply_suppressed(scores, suppressed)
+    apply_forced(scores, generated, options)
     return scores
 
 

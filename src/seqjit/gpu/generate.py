@@ -6,7 +6,7 @@ alone). Greedy search, sampling and beam search run on the device (:mod:`seqjit.
 :mod:`seqjit.gpu.beam`): only the source ids go up, and only token ids (and scores / attention when
 asked) come back. What the device loops do not cover runs the CPU decoding loops on the device
 model, whose ``step`` then brings each step's logits to the host: a ``callback``, beam search with
-``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, and sampling with a top-k
+``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, a forced token, and sampling with a top-k
 above :data:`~seqjit.kernels.sampling.cuda.SAMPLE_MAX_K` or top-p without a top-k filter.
 """
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .greedy import greedy_search
 
 def on_device(opts, callback, vocab: int) -> bool:
     """Whether the device loops decode ``opts`` (else the CPU loops run on the device model)."""
-    if callback is not None:
+    if callback is not None or opts.forces_tokens:  # forced tokens: the CPU loops' processors
         return False
     if opts.sampling:
         k = opts.sampling_topk if 0 < opts.sampling_topk < vocab else 0
@@ -37,7 +37,7 @@ def on_device(opts, callback, vocab: int) -> bool:
 
 def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
     """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
-    opts = api._options(options)
+    opts = api.resolve_rules(model, api._options(options))
     if not isinstance(max_batch_size, int) or isinstance(max_batch_size, bool) or max_batch_size < 1:
         raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
     if callback is not None and opts.beam_size > 1:

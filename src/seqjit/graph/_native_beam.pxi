@@ -38,12 +38,13 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
          cnp.ndarray fin_tokens, cnp.ndarray fin_len, cnp.ndarray fin_scores, cnp.ndarray fin_done,
          cnp.ndarray active, cnp.ndarray banned, int cur, int t0, int max_len, int eos, int min_length,
          int start_id, double repetition_penalty, int ngram, double length_penalty, cnp.ndarray scratch,
-         int nthreads, int stop_active):
+         int nthreads, int stop_active, int64_t forced_bos=-1, int64_t forced_eos=-1):
     """Beam search over ``S = active.shape[0]`` sources of ``K`` beams (state rows ``s * K + k``),
     from step ``t0`` until every source is done or at most ``stop_active`` sources are still active.
 
     ``step`` reads ``prev`` [S*K] and ``stepv`` [] and writes ``logits`` [S*K, V]; ``writeback``
-    copies the recurrent state back. ``state``: the decoder state arrays (C-contiguous, batch first)
+    copies the recurrent state back. ``forced_bos`` / ``forced_eos`` (-1: none): the token step 0 /
+    step max_len - 1 must take. ``state``: the decoder state arrays (C-contiguous, batch first)
     that move with their beam; ``layout`` int64 [len(state), 3]: chunks per row, chunk bytes, bytes
     per time step (0: no time axis, the whole chunk is used). ``run_tokens``/``fin_tokens`` int64
     [2, S, K, max_len] (buffer ``cur`` holds the histories), ``run_scores``/``fin_scores`` float32
@@ -112,7 +113,8 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
                         rc, nan_row = ERR_NAN, b
                         break
                     sj_process_row(lg + b * ld, V, runt + cur * plane + b * T, t, start_id,
-                                   <float>repetition_penalty, ngram, eos, min_length, bn, nb, hist)
+                                   <float>repetition_penalty, ngram, eos, min_length, bn, nb,
+                                   forced_bos if t == 0 else (forced_eos if t == max_len - 1 else -1), hist)
                 if rc:
                     break
                 sj_beam_topk_source(lg + s * K * ld, ld, K, V, rsc + s * K, 2 * K, cand_s, cand_i)

@@ -348,8 +348,9 @@ class Seq2SeqModel:
         max_length=256 (at most the model's positions: the default is lowered to them), min_length=0,
         beam_size=1, num_hypotheses=1, length_penalty=1.0, repetition_penalty=1.0,
         no_repeat_ngram_size=0, sampling_topk=1 (greedy; 0 samples from every token),
-        sampling_topp=1.0, sampling_temperature=1.0, seed=None, return_scores=False,
-        return_attention=False.
+        sampling_topp=1.0, sampling_temperature=1.0, seed=None, forced_bos_id=None (the model's:
+        the target language of mBART-50/M2M100/NLLB), forced_eos_id=None (the model's),
+        return_scores=False, return_attention=False.
         """
         from seqjit.decoding import generate
 

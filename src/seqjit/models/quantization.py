@@ -31,7 +31,7 @@ from seqjit.graph.ops import TensorSpec
 SCHEMES = ("none", "int8")
 SCALE = ".scale"
 
-_TRANSFORMER_SUFFIXES = ("_proj.weight", ".fc1.weight", ".fc2.weight")
+_TRANSFORMER_SUFFIXES = ("_proj.weight", ".fc1.weight", ".fc1_gate.weight", ".fc2.weight")
 _TRANSFORMER_TABLES = ("lm_head.weight", "shared.weight", "encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 _RNN_LINEARS = ("decoder.out.weight", "bridge.weight", "bridge_c.weight", "decoder.attention.Ua.weight",
                 "decoder.concat.weight")

@@ -157,5 +157,7 @@ def buffer(ctx: BindContext, k: int = 0):
 from seqjit.graph.ops import kernel_ops, layout_ops  # noqa: E402,F401  (registers the ops)
 from seqjit.graph.ops import rnn_ops  # noqa: E402,F401  (gru/lstm/cells/additive_attention)
 from seqjit.graph.ops import rnn_int8_ops  # noqa: E402,F401  (gru/lstm_recurrence_int8)
+from seqjit.graph.ops import position_ops  # noqa: E402,F401  (fairseq_positions, padded_positions)
+from seqjit.graph.ops import t5_ops  # noqa: E402,F401  (rms_norm, relative_bias, biased_attention, mul)
 
 __all__ = ["OPS", "OpDef", "TensorSpec", "BindContext", "REQUIRED", "register", "get_op"]

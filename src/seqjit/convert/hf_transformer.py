@@ -1,0 +1,87 @@
+"""The weights of a Hugging Face BART-style encoder-decoder (Marian, BART, mBART, M2M100, Pegasus) as
+a seqjit :class:`~seqjit.models.transformer.TransformerModel`.
+
+Every family stores its weights under the seqjit names with a ``model.`` prefix (``lm_head.weight`` and
+``final_logits_bias`` at the top level). A file may also hold tied copies of the shared table
+(``model.encoder.embed_tokens.weight``, ``model.decoder.embed_tokens.weight``, ``lm_head.weight`` when
+the output is tied): each must equal the table it is tied to. Sinusoidal ``embed_positions`` tables
+(Marian, Pegasus) are recomputed, not read. Any other tensor the file holds is an error, as is a
+tensor the configuration needs but the file lacks (named by the model's weight check).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from seqjit.convert.common import cast_floats, read_hf_weights, unused_error
+from seqjit.errors import ModelFormatError
+
+
+def hf_name(name: str) -> str:
+    """The Hugging Face name of the seqjit weight ``name``."""
+    return name if name in ("final_logits_bias", "lm_head.weight") else f"model.{name}"
+
+
+def _untied_tables(raw: dict) -> bool:
+    """Whether the file holds encoder and decoder token tables of their own (not both equal to
+    ``model.shared.weight``)."""
+    shared = raw.get("model.shared.weight")
+    tables = [raw.get(f"model.{side}.embed_tokens.weight") for side in ("encoder", "decoder")]
+    if any(t is None for t in tables):
+        return False
+    return shared is None or not all(t.shape == shared.shape and np.array_equal(t, shared) for t in tables)
+
+
+def load_transformer(directory: Path, config: dict, where: str, *, backend=None, allow_nonfinite: bool = False,
+                     optional: tuple = (), untie: bool = False):
+    """A TransformerModel of the seqjit config dict ``config`` with the weights of ``directory``.
+
+    ``optional``: config flags (``final_logits_bias``) turned off when the file lacks their tensor,
+    where ``transformers`` fills it with zeros (Pegasus' ``_keys_to_ignore_on_load_missing``).
+    ``untie``: with ``tie_output`` False, encoder and decoder token tables of their own in the file
+    are used (``share_embeddings`` off): ``transformers`` 5 unties them all with
+    ``tie_word_embeddings: false`` and then never reads ``model.shared.weight``.
+    """
+    from seqjit.models.transformer import TransformerConfig, TransformerModel
+
+    source = str(directory / "model.safetensors")
+    raw = read_hf_weights(directory, allow_nonfinite=allow_nonfinite)
+    config = dict(config)
+    for flag in optional:
+        if config.get(flag) and hf_name(flag) not in raw:
+            config[flag] = False
+    untied = _untied_tables(raw) if untie and not config.get("tie_output", True) else False
+    if untied:
+        config["share_embeddings"] = False
+    cfg = TransformerConfig.from_dict(config, where=where)
+    used: set = set()
+    weights: dict = {}
+    for name in TransformerModel.weight_spec(cfg):
+        if hf_name(name) in raw:
+            weights[name] = raw[hf_name(name)]
+            used.add(hf_name(name))
+    if "final_logits_bias" in weights:
+        weights["final_logits_bias"] = weights["final_logits_bias"].reshape(-1)
+    if cfg.share_embeddings and "shared.weight" not in weights:
+        for alt in ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"):
+            if alt in raw:
+                weights["shared.weight"] = raw[alt]
+                break
+    tied = "shared.weight" if cfg.share_embeddings else "decoder.embed_tokens.weight"
+    copies = ["lm_head.weight"] if cfg.tie_output else []
+    if cfg.share_embeddings:
+        copies += ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight"]
+    for copy in copies:
+        if copy in raw:
+            if tied in weights and not np.array_equal(raw[copy], weights[tied]):
+                raise ModelFormatError(f"{source}: {copy} differs from {tied!r} although the config ties them")
+            used.add(copy)
+    if untied:  # transformers' forward reads the encoder's and decoder's own tables, not this one
+        used.add("model.shared.weight")
+    if cfg.positions == "sinusoidal":
+        used.update(k for k in raw if k in ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"))
+    unused = set(raw) - used
+    if unused:
+        raise unused_error(source, unused)
+    return TransformerModel(cfg, cast_floats(weights, cfg.dtype), backend=backend, source=source)

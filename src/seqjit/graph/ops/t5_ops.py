@@ -1,0 +1,202 @@
+"""Ops of the T5 family: RMS norm, the bucketed relative position bias, attention with an additive
+bias, and the elementwise product of the gated FFN.
+
+NumPy glue (no kernel family yet, so no native lowering: in a native plan each runs as a Python
+callback). Shapes: B batch, H heads, Lq/Lk query/key lengths, D head dim, NB buckets.
+
+- ``rms_norm(x, weight)``: ``x / sqrt(mean(x**2) + eps) * weight`` over the last axis
+  (``T5LayerNorm``: no mean subtracted, no bias).
+- ``relative_bias(table [NB, H], like)``: ``[1, H, L, L]`` for the ``L = like.shape[1]`` positions of a
+  whole sequence; ``relative_bias_at(table, step, cache [B, H, M, D])``: ``[1, H, 1, M]`` for the query
+  at position ``step`` over the ``M`` cache positions. Entry (q, k) is ``table[bucket(k - q), h]`` with
+  T5's buckets (``T5Attention._relative_position_bucket``): half exact, half logarithmic up to
+  ``max_distance``, split by sign when ``bidirectional`` (the encoder), and computed in float32 as
+  ``transformers`` computes them, so the boundaries fall where they fall there.
+- ``biased_attention(q, k, v, bias, lengths?)``: ``softmax(q k^T * scale + bias, masked) v`` with keys at
+  or beyond ``lengths[b]`` (and, when ``causal``, after the query) masked.
+- ``mul(a, b)``: the elementwise product (with NumPy broadcasting).
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+
+from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register
+
+
+def _out(ctx, k=0):
+    return ctx.outs[k] if ctx.outs else None
+
+
+def relative_buckets(relative: np.ndarray, bidirectional: bool, num_buckets: int, max_distance: int) -> np.ndarray:
+    """T5's bucket of each relative position ``key - query`` (int64 array in, int64 array out)."""
+    buckets = np.zeros(relative.shape, np.int64)
+    if bidirectional:
+        num_buckets //= 2
+        buckets += (relative > 0) * num_buckets
+        distance = np.abs(relative)
+    else:
+        distance = -np.minimum(relative, 0)
+    max_exact = num_buckets // 2
+    small = distance < max_exact
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.log(distance.astype(np.float32) / np.float32(max_exact)) / np.float32(math.log(max_distance / max_exact))
+        large = max_exact + np.where(small, 0, ratio * np.float32(num_buckets - max_exact)).astype(np.int64)
+    buckets += np.where(small, distance, np.minimum(large, num_buckets - 1))
+    return buckets
+
+
+@lru_cache(maxsize=256)
+def _bucket_grid(queries: int, keys: int, first_query: int, bidirectional: bool, num_buckets: int,
+                 max_distance: int) -> np.ndarray:
+    relative = np.arange(keys)[None, :] - (np.arange(queries)[:, None] + first_query)
+    grid = relative_buckets(relative, bidirectional, num_buckets, max_distance)
+    grid.flags.writeable = False
+    return grid
+
+
+def _bias_attrs():
+    return {"bidirectional": REQUIRED, "max_distance": REQUIRED}
+
+
+def _check_table(table, where):
+    need(len(table.shape) == 2, where, f"table must be [buckets, heads], got {table}")
+    need_float(table, "table", where)
+
+
+def _bias_infer(specs, attrs):
+    table, like = specs
+    _check_table(table, "relative_bias")
+    need(len(like.shape) >= 2, "relative_bias", f"like must be [B, L, ...], got {like}")
+    n = like.shape[1]
+    return [TensorSpec((1, table.shape[1], n, n), table.dtype)]
+
+
+def _bias_make(ctx):
+    bidirectional, max_distance, out = bool(ctx.attrs["bidirectional"]), int(ctx.attrs["max_distance"]), _out(ctx)
+
+    def relative_bias(table, like):
+        n = like.shape[1]
+        grid = _bucket_grid(n, n, 0, bidirectional, table.shape[0], max_distance)
+        dst = out if out is not None else np.empty((1, table.shape[1], n, n), table.dtype)
+        np.copyto(dst[0], np.moveaxis(table[grid], -1, 0))
+        return dst
+
+    return relative_bias
+
+
+register(OpDef("relative_bias", ("table", "like"), _bias_infer, _bias_make, attrs=_bias_attrs()))
+
+
+def _bias_at_infer(specs, attrs):
+    table, step, cache = specs
+    _check_table(table, "relative_bias_at")
+    need(np.dtype(step.dtype).kind in "iu" and step.shape in ((), (1,)), "relative_bias_at",
+         f"step must be an integer scalar, got {step}")
+    need(len(cache.shape) == 4, "relative_bias_at", f"cache must be [B, H, M, D], got {cache}")
+    return [TensorSpec((1, table.shape[1], 1, cache.shape[2]), table.dtype)]
+
+
+def _bias_at_make(ctx):
+    bidirectional, max_distance, out = bool(ctx.attrs["bidirectional"]), int(ctx.attrs["max_distance"]), _out(ctx)
+
+    def relative_bias_at(table, step, cache):
+        m = cache.shape[2]
+        grid = _bucket_grid(1, m, int(step), bidirectional, table.shape[0], max_distance)
+        dst = out if out is not None else np.empty((1, table.shape[1], 1, m), table.dtype)
+        np.copyto(dst[0], np.moveaxis(table[grid], -1, 0))
+        return dst
+
+    return relative_bias_at
+
+
+register(OpDef("relative_bias_at", ("table", "step", "cache"), _bias_at_infer, _bias_at_make, attrs=_bias_attrs()))
+
+
+def _attn_infer(specs, attrs):
+    q, k, v, bias = specs[:4]
+    lengths = specs[4] if len(specs) > 4 else None
+    where = "biased_attention"
+    for name, s in (("q", q), ("k", k), ("v", v), ("bias", bias)):
+        need_float(s, name, where)
+        need(len(s.shape) == 4, where, f"{name} must be 4-D, got {s}")
+    need(k.shape[:3] == v.shape[:3] and q.shape[:2] == k.shape[:2] and q.shape[3] == k.shape[3], where,
+         f"q {q}, k {k} and v {v} do not match")
+    need(bias.shape[1:] == (q.shape[1], q.shape[2], k.shape[2]) and bias.shape[0] in (1, q.shape[0]), where,
+         f"bias must be [1 or B, H, Lq, Lk] = [.., {q.shape[1]}, {q.shape[2]}, {k.shape[2]}], got {bias}")
+    need(lengths is None or tuple(lengths.shape) == (q.shape[0],), where, f"lengths must be [{q.shape[0]}], got {lengths}")
+    need_dtype_match([q, k, v, bias], ["q", "k", "v", "bias"], where)
+    return [TensorSpec(q.shape[:3] + (v.shape[3],), q.dtype)]
+
+
+def _attn_make(ctx):
+    causal, scale, out = bool(ctx.attrs["causal"]), ctx.attrs["scale"], _out(ctx)
+
+    def biased_attention(q, k, v, bias, lengths=None):
+        s = np.matmul(q, np.swapaxes(k, -1, -2))
+        if scale is not None:
+            s *= q.dtype.type(scale)
+        s += bias
+        lq, lk = s.shape[2], s.shape[3]
+        masked = np.zeros((s.shape[0], 1, lq, lk), bool)
+        if lengths is not None:
+            masked |= (np.arange(lk)[None, :] >= np.asarray(lengths)[:, None])[:, None, None, :]
+        if causal:
+            masked |= (np.arange(lk)[None, :] > np.arange(lq)[:, None])[None, None]
+        s = np.where(masked, -np.inf, s)
+        s -= s.max(axis=-1, keepdims=True)
+        np.exp(s, out=s)
+        s /= s.sum(axis=-1, keepdims=True)
+        dst = out if out is not None else np.empty(q.shape[:3] + (v.shape[3],), q.dtype)
+        np.matmul(s, v, out=dst)
+        return dst
+
+    return biased_attention
+
+
+register(OpDef("biased_attention", ("q", "k", "v", "bias", "lengths?"), _attn_infer, _attn_make,
+               attrs={"causal": False, "scale": None}))
+
+
+def _rms_infer(specs, attrs):
+    x, w = specs
+    need_float(x, "x", "rms_norm")
+    need(tuple(w.shape) == (x.shape[-1],), "rms_norm", f"weight must be [{x.shape[-1]}], got {w}")
+    need_dtype_match([x, w], ["x", "weight"], "rms_norm")
+    return [x]
+
+
+def _rms_make(ctx):
+    eps, out = ctx.attrs["eps"], _out(ctx)
+
+    def rms_norm(x, weight):
+        dst = out if out is not None else np.empty_like(x)
+        mean_square = np.mean(np.square(x), axis=-1, keepdims=True)
+        np.multiply(x, 1.0 / np.sqrt(mean_square + x.dtype.type(eps)), out=dst)
+        np.multiply(dst, weight, out=dst)
+        return dst
+
+    return rms_norm
+
+
+register(OpDef("rms_norm", ("x", "weight"), _rms_infer, _rms_make, attrs={"eps": 1e-6}))
+
+
+def _mul_infer(specs, attrs):
+    a, b = specs
+    need_dtype_match([a, b], ["a", "b"], "mul")
+    try:
+        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        need(False, "mul", f"shapes {a} and {b} do not broadcast")
+    return [TensorSpec(tuple(shape), a.dtype)]
+
+
+def _mul_make(ctx):
+    out = _out(ctx)
+    return lambda a, b: np.multiply(a, b, out=out) if out is not None else np.multiply(a, b)
+
+
+register(OpDef("mul", ("a", "b"), _mul_infer, _mul_make))
