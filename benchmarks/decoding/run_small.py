@@ -1,10 +1,11 @@
 """Small-model decoding against the peers (issue 11): every engine in its own process at 1 and 2
 threads, the best setting of each reported, ratios taken from the same run.
 
-    python benchmarks/decoding/run_small.py [--out benchmarks/results/small_models.md] [--hog]
+    python benchmarks/decoding/run_small.py [--out benchmarks/results/small_models.md] [--models tiny,gru] [--hog]
 
-Tiny Transformer: seqjit vs CTranslate2 float32 and transformers (tokens/s). GRU seq2seq:
-seqjit vs a plain NumPy loop and PyTorch (words/s; batch 1 is one word per call).
+Tiny Transformer: seqjit vs CTranslate2 float32 and transformers (tokens/s); ``tiny-sample``: the
+same decode by top-k 10 sampling. GRU seq2seq: seqjit vs a plain NumPy loop and PyTorch (words/s;
+batch 1 is one word per call).
 """
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-ENGINES = {"tiny": ("seqjit", "ctranslate2", "transformers"), "gru": ("seqjit", "numpy", "torch")}
-PEER = {"tiny": "ctranslate2", "gru": "numpy"}
+ENGINES = {"tiny": ("seqjit", "ctranslate2", "transformers"), "tiny-sample": ("seqjit", "ctranslate2", "transformers"),
+           "gru": ("seqjit", "numpy", "torch")}
+PEER = {"tiny": "ctranslate2", "tiny-sample": "ctranslate2", "gru": "numpy"}
 
 
 def run_one(model: str, engine: str, threads: int, tmp: Path) -> list:

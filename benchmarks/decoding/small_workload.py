@@ -3,6 +3,7 @@
 - Tiny Transformer: a seeded ``MarianConfig`` (d_model 128, 4 heads, 2 + 2 layers, FFN 256,
   vocabulary 100: eos 0, unk 1, pad 99 = decoder start), 10-token sources, exactly 10 generated
   tokens, greedy. Engines: seqjit, CTranslate2 (float32, converted once), transformers.
+  ``tiny-sample``: the same, the tokens drawn by top-k sampling (k = ``TINY_TOPK``).
 - GRU seq2seq: embedding 256, one GRU layer of 256 on each side, vocabularies 29 (letters) and 74
   (phonemes), seeded PyTorch modules; words of 4-12 letters; exactly 8 generated tokens, greedy.
   Engines: seqjit, a plain NumPy loop over the same weights (``x @ W.T`` per step), PyTorch.
@@ -23,6 +24,7 @@ TINY = dict(vocab_size=100, d_model=128, encoder_layers=2, decoder_layers=2, enc
             pad_token_id=99, eos_token_id=0, decoder_start_token_id=99, forced_eos_token_id=None,
             scale_embedding=True, share_encoder_decoder_embeddings=True)
 TINY_SRC, TINY_NEW = 10, 10
+TINY_TOPK = 10  # the top-k of the sampling workload
 GRU_SRC_VOCAB, GRU_TGT_VOCAB, GRU_EMBED, GRU_HIDDEN, GRU_NEW = 29, 74, 256, 256, 8
 PAD, SOS, EOS = 0, 1, 2  # the GRU model's special ids (seqjit's RNNConfig defaults)
 
@@ -84,15 +86,17 @@ def _ids(names):
     return [0 if n == "</s>" else 1 if n == "<unk>" else int(n[1:]) for n in names]
 
 
-def tiny_engine(name: str, threads: int):
+def tiny_engine(name: str, threads: int, topk: int = 1):
+    """``topk`` 1: greedy; else top-k sampling (seeded where the engine takes a seed per call)."""
     root = prepare_tiny()
     if name == "seqjit":
         import seqjit
 
         seqjit.set_num_threads(threads)
         model = seqjit.from_hf(root / "hf")
+        sampling = dict(sampling_topk=topk, seed=0) if topk != 1 else {}
         return lambda srcs: [r.ids[0] for r in model.generate(srcs, max_length=TINY_NEW, min_length=TINY_NEW,
-                                                               max_batch_size=len(srcs))]
+                                                               max_batch_size=len(srcs), **sampling)]
     if name == "ctranslate2":
         import ctranslate2
 
@@ -100,7 +104,7 @@ def tiny_engine(name: str, threads: int):
                                     inter_threads=1)
         return lambda srcs: [_ids(r.hypotheses[0]) for r in tr.translate_batch(
             [_names(s) for s in srcs], beam_size=1, max_batch_size=len(srcs), min_decoding_length=TINY_NEW,
-            max_decoding_length=TINY_NEW)]
+            max_decoding_length=TINY_NEW, sampling_topk=topk)]
     if name == "transformers":
         import torch
         from transformers import MarianMTModel
@@ -110,7 +114,7 @@ def tiny_engine(name: str, threads: int):
 
         def run(srcs):
             with torch.inference_mode():
-                out = model.generate(input_ids=torch.tensor(srcs), do_sample=False, num_beams=1,
+                out = model.generate(input_ids=torch.tensor(srcs), do_sample=topk != 1, top_k=topk, num_beams=1,
                                      min_new_tokens=TINY_NEW, max_new_tokens=TINY_NEW, bad_words_ids=[[99]])
             return out[:, 1:].tolist()
         return run

@@ -1,6 +1,6 @@
 """pytest-benchmark of the small-model decodes (see small_workload.py), one engine and thread
-count per process: ``SEQJIT_SMALL=<model>:<engine>:<threads>`` (run_small.py sets it). Without it,
-seqjit at 1 thread on both models.
+count per process: ``SEQJIT_SMALL=<model>:<engine>:<threads>`` (run_small.py sets it; models: tiny,
+tiny-sample, gru). Without it, seqjit at 1 thread on tiny and gru.
 
     SEQJIT_SMALL=tiny:ctranslate2:1 python -m pytest benchmarks/decoding/test_bench_small.py --benchmark-enable
 """
@@ -15,15 +15,17 @@ import small_workload as w  # noqa: E402
 
 SPEC = os.environ.get("SEQJIT_SMALL")
 CASES = [tuple(SPEC.split(":"))] if SPEC else [("tiny", "seqjit", "1"), ("gru", "seqjit", "1")]
-BATCHES = {"tiny": (1, 64), "gru": (1, 256)}
+BATCHES = {"tiny": (1, 64), "tiny-sample": (1, 64), "gru": (1, 256)}
 PARAMS = [(m, e, int(t), b) for m, e, t in CASES for b in BATCHES[m]]
 
 
 @pytest.mark.parametrize("model,engine,threads,batch", PARAMS, ids=[f"{m}-{e}-t{t}-b{b}" for m, e, t, b in PARAMS])
 def test_small_decode(benchmark, model, engine, threads, batch):
-    make = w.tiny_engine if model == "tiny" else w.gru_engine
-    run = make(engine, threads)
-    if model == "tiny":
+    if model == "gru":
+        run = w.gru_engine(engine, threads)
+    else:
+        run = w.tiny_engine(engine, threads, w.TINY_TOPK if model == "tiny-sample" else 1)
+    if model != "gru":
         sources, tokens = w.tiny_sources(batch), w.TINY_NEW
     else:
         # one word at a time: a call per word over 64 words; batched: one call of `batch` words
