@@ -512,6 +512,7 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
 
 include "_native_sampling.pxi"
 
+
 def team_counts():
     """(items published, parts the caller took back, long waits) of the team of two since start."""
     cdef long long out[3]
