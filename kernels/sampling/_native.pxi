@@ -10,7 +10,8 @@
 # - top-k (``0 < k < V``): tokens scoring below the k-th largest are dropped (ties with it kept); the
 #   k-th largest is found on the float32 row (division by a positive number keeps order and ties);
 # - top-p (``topp < 1``): the kept tokens sorted best first (ties by index); a token is dropped when
-#   the cumulative probability before it is at least ``topp`` (the first always kept);
+#   the cumulative probability before it is at least ``topp`` (the first always kept); over a large
+#   vocabulary only the tokens that can be in the nucleus are sorted;
 # - the inverse CDF in vocabulary order: the first kept token whose cumulative probability reaches
 #   ``u`` times the total (token 0 when that is 0, as counting ``cumulative < draw`` gives).
 from libc.stdint cimport uint32_t, uint64_t
@@ -44,6 +45,7 @@ cdef int _cand_by_index(const void* a, const void* b) noexcept nogil:
 
 
 DEF SJ_INSERT_MAX_K = 64
+DEF SJ_NUCLEUS_SORT_MIN = 64  # top-p over more tokens than this sorts only those that can be in the nucleus
 
 
 cdef float sj_kth_largest(const float* row, Py_ssize_t V, Py_ssize_t k, float* buf) noexcept nogil:
@@ -104,7 +106,7 @@ cdef Py_ssize_t sj_sample_row(const float* row, Py_ssize_t V, double temperature
     """The token of one row (see the comment at the top); ``cand``: V SjCand, ``buf``: V floats of scratch."""
     cdef Py_ssize_t n = 0, i, j, w
     cdef float kth, top = -INFINITY
-    cdef double m, s, lse, p, cum, draw, shift
+    cdef double m, s, lse, p, cum, draw, cut, shift
     # processors._tempered: the row shifted by its max (0 when that is not finite), then divided
     for j in range(V):
         if row[j] > top:
@@ -123,12 +125,23 @@ cdef Py_ssize_t sj_sample_row(const float* row, Py_ssize_t V, double temperature
             cand[j].j = j
         n = V
     if topp < 1.0:
-        qsort(cand, n, sizeof(SjCand), _cand_by_value)
         m = _row_max(cand, n)
         s = 0
         for i in range(n):
             s += c_exp(cand[i].v - m)
         lse = log(s)
+        if n > SJ_NUCLEUS_SORT_MIN and topp < 1.0 - 1e-6:
+            # tokens of probability below (1 - topp) / (2 n) hold less than (1 - topp) / 2 in all, so
+            # the tokens above it hold more than topp and the nucleus ends among them: only they are
+            # sorted (the rest is dropped by top-p anyway)
+            cut = m + lse + log((1.0 - topp) / (2.0 * n))
+            w = 0
+            for i in range(n):
+                if cand[i].v >= cut:
+                    cand[w] = cand[i]
+                    w += 1
+            n = w
+        qsort(cand, n, sizeof(SjCand), _cand_by_value)
         cum = 0
         w = 0
         for i in range(n):

@@ -5,23 +5,20 @@ One block per row (``row_threads(V, 256)`` threads, fewer under a wide top-k): t
 ``scores / temperature`` (float64, as the CPU sampler computes); with a top-k filter, each thread's
 best ``k`` in registers, merged by thread 0 into the sorted candidates (the k-th value is the
 threshold; top-p cuts that sorted list); then an inverse CDF in vocabulary order over the kept
-scores: each thread sums a contiguous chunk, thread 0 scans the chunk sums and draws
-``u * total`` (xoroshiro128+, one state per row), and the thread whose chunk holds it finds the token.
+scores: each thread sums a contiguous chunk, thread 0 scans the chunk sums and draws ``u * total``
+(``u`` the Philox draw of (seed, source row, step): :mod:`.philox`, the CPU samplers' stream), and
+the thread whose chunk holds it finds the token.
 """
 from __future__ import annotations
 
 import math
-import warnings
 
-import numpy as np
-from numba import cuda, float64, int64
+from numba import cuda, float64, int64, uint64
 
 from seqjit.kernels import _cuda
 from seqjit.kernels._cuda_reduce import block_max
 
-with warnings.catch_warnings():  # numba's simulator defines its random module with nopython=False
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from numba.cuda.random import xoroshiro128p_uniform_float64
+from . import philox
 
 T = 256  # most threads per row (a power of two)
 
@@ -29,8 +26,31 @@ SAMPLE_MAX_K = 64  # the largest top-k filter sampled on the device (its candida
 _SAMPLE_SHARED = 2048
 
 
+_M0, _M1, _W0, _W1 = uint64(0xD2511F53), uint64(0xCD9E8D57), uint64(0x9E3779B9), uint64(0xBB67AE85)
+_LO, _S32, _S11 = uint64(0xFFFFFFFF), uint64(32), uint64(11)
+
+
+def philox_uniform(seed_lo, seed_hi, row, step):
+    """The draw of :func:`.philox.uniforms` for one (source ``row``, ``step``) under the seed's two
+    32-bit halves, in uint64 arithmetic only (a device function below; njit-able for the tests)."""
+    r, s = uint64(row), uint64(step)
+    c0, c1, c2, c3 = s & _LO, s >> _S32, r & _LO, r >> _S32
+    k0, k1 = uint64(seed_lo), uint64(seed_hi)
+    for i in range(10):
+        if i > 0:
+            k0 = (k0 + _W0) & _LO
+            k1 = (k1 + _W1) & _LO
+        p0 = _M0 * c0
+        p1 = _M1 * c2
+        c0, c1, c2, c3 = (p1 >> _S32) ^ c1 ^ k0, p1 & _LO, (p0 >> _S32) ^ c3 ^ k1, p0 & _LO
+    return float64(((c0 << _S32) | c1) >> _S11) * 1.1102230246251565e-16  # 2**-53
+
+
+_philox_uniform = cuda.jit(device=True)(philox_uniform)
+
+
 @cuda.jit
-def _sample(scores, inv_t, k, topp, states, out):
+def _sample(scores, temperature, k, topp, seed_lo, seed_hi, sources, step, out):
     r = cuda.blockIdx.x
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
@@ -46,7 +66,7 @@ def _sample(scores, inv_t, k, topp, states, out):
     # the row max (of scores / temperature, in float64 as the CPU sampler computes)
     m = -math.inf
     for j in range(tid, vocab, nt):
-        m = max(m, float64(scores[r, j]) * inv_t)
+        m = max(m, float64(scores[r, j]) / temperature)
     m = block_max(red, tid, m)
     if tid == 0:
         cut[0] = -math.inf
@@ -54,7 +74,7 @@ def _sample(scores, inv_t, k, topp, states, out):
     if k > 0:  # the k best (value desc, index asc): each thread's list, then thread 0 merges
         cnt = 0
         for j in range(tid, vocab, nt):
-            x = float64(scores[r, j]) * inv_t
+            x = float64(scores[r, j]) / temperature
             if cnt == k and not x > lv[k - 1]:
                 continue
             p = cnt if cnt < k else k - 1
@@ -115,7 +135,7 @@ def _sample(scores, inv_t, k, topp, states, out):
     hi = min(vocab, lo + chunk)
     s = 0.0
     for j in range(lo, hi):
-        x = float64(scores[r, j]) * inv_t
+        x = float64(scores[r, j]) / temperature
         if x > cut[0] or (x == cut[0] and j <= cut[1]):
             s += math.exp(x - m)
     red[tid] = s
@@ -126,14 +146,14 @@ def _sample(scores, inv_t, k, topp, states, out):
             v = red[u]
             red[u] = acc
             acc += v
-        sv[0] = xoroshiro128p_uniform_float64(states, r) * acc
+        sv[0] = _philox_uniform(seed_lo, seed_hi, sources[r], step) * acc
         pick[0] = vocab - 1
     cuda.syncthreads()
     target = sv[0]
     if lo < hi and red[tid] <= target:
         c = red[tid]
         for j in range(lo, hi):
-            x = float64(scores[r, j]) * inv_t
+            x = float64(scores[r, j]) / temperature
             if x > cut[0] or (x == cut[0] and j <= cut[1]):
                 c += math.exp(x - m)
                 if c > target:
@@ -144,21 +164,13 @@ def _sample(scores, inv_t, k, topp, states, out):
         out[r] = pick[0]
 
 
-def sample_states(rows: int, seed=None):
-    """Device random states for ``rows`` sampled rows (xoroshiro128+); ``seed`` None: fresh entropy."""
-    from numba.cuda.random import create_xoroshiro128p_states
-
-    if seed is None:
-        seed = int(np.random.default_rng().integers(0, 2**63 - 1))
-    return create_xoroshiro128p_states(rows, seed=int(seed))
-
-
-def sample_rows(scores, *, temperature=1.0, topk=0, topp=1.0, states, out):
+def sample_rows(scores, *, temperature=1.0, topk=0, topp=1.0, seed, sources, step, out):
     """One token per row of ``scores`` [R, V] (the processed scores, -inf where banned) drawn as
     :func:`seqjit.decoding.processors.sample` draws it: ``scores / temperature``, then the top-k filter
     (``0 < topk < V``; ties at the k-th value kept), then top-p (nucleus, over the scores sorted best
-    first, ties by index), then the inverse CDF of the kept scores' softmax in vocabulary order.
-    ``states``: :func:`sample_states` (one per row). On the device; ``out`` int64 [R] written.
+    first, ties by index), then the inverse CDF of the kept scores' softmax in vocabulary order, at
+    the Philox draw of (``seed``, ``sources[r]``, ``step``) (``sources``: a device int64 [R], each
+    row's index in the caller's batch). On the device; ``out`` int64 [R] written.
 
     Top-p needs a top-k filter of at most ``SAMPLE_MAX_K`` (the caller runs the host sampler otherwise);
     a top-k of 1 - 64 is exact, except that under top-p, exact float ties with the k-th score beyond the
@@ -172,5 +184,7 @@ def sample_rows(scores, *, temperature=1.0, topk=0, topp=1.0, states, out):
         nt = _cuda.row_threads(vocab, T)
         if k:
             nt = min(nt, _SAMPLE_SHARED // k)
-        _sample[rows, nt](scores, 1.0 / float(temperature), k, float(topp), states, out)
+        seed = philox.check_seed(seed)
+        _sample[rows, nt](scores, float(temperature), k, float(topp), seed & 0xFFFFFFFF, seed >> 32, sources,
+                          int(step), out)
     return out

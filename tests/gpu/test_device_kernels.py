@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from seqjit.decoding import processors
+from seqjit.kernels.sampling import philox
 
 from .conftest import cuda_or_skip
 
@@ -180,10 +181,23 @@ def test_beam_step_kernels_match_the_reference_over_several_steps(k):
 
 
 # -- sampling -------------------------------------------------------------------------------------------
-@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning", "ignore::RuntimeWarning")  # the simulator's RNG set-up
+def test_device_draw_equals_the_philox_reference(k):
+    """The sampler's draw, compiled by numba in nopython mode (the uint64 typing a device build uses),
+    is kernels/sampling/philox.py's, bit for bit."""
+    import numba
+
+    draw = numba.njit(k.samp.philox_uniform)
+    for seed in (0, 11, (1 << 64) - 1, 0x123456789ABCDEF):
+        for step in (0, 5, (1 << 33) + 1):
+            rows = [0, 1, 47, 1 << 32, (1 << 62) + 9]
+            got = [draw(seed & 0xFFFFFFFF, seed >> 32, r, step) for r in rows]
+            np.testing.assert_array_equal(got, philox.uniforms(seed, rows, step))
+
+
 @pytest.mark.parametrize("temperature,topk,topp", [(0.7, 3, 1.0), (1.3, 0, 1.0), (1.0, 4, 0.6)])
 def test_sampler_draws_from_the_cpu_samplers_distribution(k, temperature, topk, topp):
-    """Many rows of one score row: only tokens the CPU sampler can draw appear, at its frequencies."""
+    """Many rows of one score row: only tokens the CPU sampler can draw appear, at its frequencies, and
+    each is the token the CPU sampler draws with the same (seed, source row, step)."""
     row = np.array([1.0, 2.5, -np.inf, 2.5, 0.2, 1.8], np.float32)  # a tie, a banned token
     want = k.samp_ref.distribution(row, temperature, topk, topp)
     from types import SimpleNamespace
@@ -193,14 +207,15 @@ def test_sampler_draws_from_the_cpu_samplers_distribution(k, temperature, topk, 
     np.testing.assert_allclose(np.bincount(cpu, minlength=row.shape[0]) / cpu.shape[0], want, atol=0.015)  # the CPU sampler
     rows, calls = 48, 6
     scores = k.cu.to_device(np.tile(row, (rows, 1)))
-    states = k.samp.sample_states(rows, seed=11)
+    sources = k.cu.to_device(np.arange(rows, dtype=np.int64) * 3)
     out = k.cu.device_empty((rows,), np.int64)
-    draws = np.concatenate([k.samp.sample_rows(scores, temperature=temperature, topk=topk, topp=topp, states=states,
-                                              out=out).copy_to_host() for _ in range(calls)])
+    draws = np.concatenate([k.samp.sample_rows(scores, temperature=temperature, topk=topk, topp=topp, seed=11,
+                                              sources=sources, step=t, out=out).copy_to_host() for t in range(calls)])
     counts = np.bincount(draws, minlength=row.shape[0]) / draws.shape[0]
     assert set(np.flatnonzero(counts)) <= set(np.flatnonzero(want))
     sigma = np.sqrt(want * (1 - want) / draws.shape[0])
     assert np.all(np.abs(counts - want) <= 4 * sigma + 1e-9), (counts, want)
-    again = k.samp.sample_rows(scores, temperature=temperature, topk=topk, topp=topp,
-                              states=k.samp.sample_states(rows, seed=11), out=out).copy_to_host()
-    np.testing.assert_array_equal(again, draws[:rows])  # seeded: reproducible
+    # the CPU samplers' stream: the tokens processors.sample draws with the same (seed, source, step)
+    want_tokens = np.concatenate([processors.sample(np.tile(row, (rows, 1)), opts,
+                                                    philox.uniforms(11, np.arange(rows) * 3, t)) for t in range(calls)])
+    np.testing.assert_array_equal(draws, want_tokens)

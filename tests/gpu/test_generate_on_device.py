@@ -104,14 +104,15 @@ def test_many_steps_need_no_more_uploads(pairs, transfers):
     assert counts[1][1] - counts[0][1] == 2  # one status read per step
 
 
-@pytest.mark.filterwarnings("ignore::numba.core.errors.NumbaWarning", "ignore::RuntimeWarning")  # the simulator's RNG set-up
 def test_sampling_on_the_device(pairs):
-    """Seeded sampling is reproducible; every drawn token is among the CPU's top-k at its step, and
-    the scores are the CPU's log-probabilities of the drawn tokens (teacher-forced on the CPU)."""
+    """Seeded sampling draws from the CPU samplers' stream: the CPU's ids (batched differently too);
+    every drawn token is among the CPU's top-k at its step, and the scores are the CPU's
+    log-probabilities of the drawn tokens (teacher-forced on the CPU)."""
     cpu, gpu = pairs["transformer"]
     options = dict(max_length=4, sampling_topk=3, sampling_temperature=0.8, seed=5, return_scores=True)
     got = gpu.generate(SOURCES[:3], **options)
-    assert _ids(gpu.generate(SOURCES[:3], **options)) == _ids(got)
+    assert _ids(gpu.generate(SOURCES[:3], max_batch_size=2, **options)) == _ids(got)
+    assert _ids(cpu.generate(SOURCES[:3], **options)) == _ids(got)
     for src, res in zip(SOURCES[:3], got):
         ids = res.ids[0]
         eos_ended = len(ids) < options["max_length"]

@@ -89,6 +89,16 @@ def test_native_row_sampler_equals_processors_sample(temperature, topk, topp):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("temperature,topk,topp", [(1.0, 0, 0.9), (0.6, 0, 0.3), (1.2, 2000, 0.95), (1.0, 0, 1 - 1e-7)])
+def test_nucleus_over_a_large_vocabulary(temperature, topk, topp):
+    """Top-p over 20,000 tokens (the native sampler sorts only those that can be in the nucleus)."""
+    scores = _scores(100, 20000, 4)
+    rows = np.arange(100)
+    opts = SimpleNamespace(sampling_temperature=temperature, sampling_topk=topk, sampling_topp=topp)
+    want = processors.sample(scores.copy(), opts, philox.uniforms(8, rows, 2))
+    np.testing.assert_array_equal(_native_vm.sample_rows(scores, temperature, topk, topp, 8, rows, 2), want)
+
+
 @pytest.mark.parametrize("temperature,topk,topp", [(0.7, 3, 1.0), (1.3, 0, 1.0), (1.0, 4, 0.6), (1.0, 0, 0.7),
                                                    (1.0, 1, 1.0)])
 def test_draws_follow_the_exact_distribution(temperature, topk, topp):

@@ -44,8 +44,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
     ids, lens = api.pad_sources(sources, model.pad_id, lengths)
     api._check_vocab(model, ids, lens)
-    opts = check_max_length(model, opts, explicit="max_length" in options,
-                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size)
+    opts = api._with_seed(check_max_length(model, opts, explicit="max_length" in options,
+                                           rows=min(max_batch_size, ids.shape[0]) * opts.beam_size))
     suppressed = api._suppressed(model)
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
@@ -54,7 +54,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         width = max(1, int(lens[rows].max()))
         state = model.start(ids[rows, :width], lens[rows], max_length=opts.max_length)
         try:
-            batch_results = _decode(model, state, opts, suppressed, callback)
+            batch_results = _decode(model, state, opts, suppressed, callback, rows)
         finally:
             state.close()
         for i, res in zip(rows, batch_results):
@@ -62,13 +62,13 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     return results
 
 
-def _decode(model, state, opts, suppressed, callback) -> list:
+def _decode(model, state, opts, suppressed, callback, sources) -> list:
     if on_device(opts, callback, model.target_vocab_size or 0):
         if opts.beam_size > 1:
             return beam_search(model, state, opts, suppressed)
-        return greedy_search(model, state, opts, suppressed)
+        return greedy_search(model, state, opts, suppressed, sources)
     if opts.beam_size > 1:
         return host_beam_search(model, state, opts, suppressed=suppressed)
     return api._drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                          stream=callback is not None,
-                                         need_scores=opts.return_scores or callback is not None))
+                                         need_scores=opts.return_scores or callback is not None, sources=sources))

@@ -5,8 +5,9 @@ are on (repetition penalty, no-repeat n-grams) update a device copy of the logit
 the suppressed ids and (before ``min_length``) the end token banned when scores are asked for or
 sampling; the greedy token of every row is picked on the device
 (:func:`~seqjit.kernels.decoding.cuda.greedy_argmax`, written into the next step's input), or drawn
-there (:func:`~seqjit.kernels.sampling.cuda.sample_rows`: temperature, top-k, top-p, a device random
-generator seeded by ``seed``: the draws are not numpy's, so sampled ids differ from the CPU's); :func:`~seqjit.kernels.decoding.cuda.greedy_advance` records it
+there (:func:`~seqjit.kernels.sampling.cuda.sample_rows`: temperature, top-k, top-p, at the draws of
+the CPU samplers' Philox stream of (seed, source row, step), so seeded sampled ids are the CPU's up to
+float rounding); :func:`~seqjit.kernels.decoding.cuda.greedy_advance` records it
 (and adds its log-probability to the row's score). Then the ``B`` ids come to the host, the one
 transfer of a step: the host keeps each row's ids and stops when every row has ended. Finished rows
 stay in the batch (their steps are wasted, not wrong: rows never interact), so the plan and the
@@ -21,15 +22,22 @@ from seqjit.kernels import _cuda
 from seqjit.kernels.decoding import cuda as dk
 from seqjit.kernels.layout import cuda as layout
 from seqjit.kernels.sampling import cuda as sampling
+from seqjit.kernels.sampling import philox
 
 
-def greedy_search(model, state, options, suppressed: tuple):
-    """Results for every row of a fresh device ``state`` (see the module docstring)."""
+def greedy_search(model, state, options, suppressed: tuple, sources=None):
+    """Results for every row of a fresh device ``state`` (see the module docstring); ``sources``: each
+    row's index in the caller's batch (what sampling draws are keyed by; default the row itself)."""
     runtime = model._gpu
     batch, eos, max_len = state.batch, model.eos_id, options.max_length
     want_scores, want_attn = options.return_scores, options.return_attention
     processed = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size > 0 or options.sampling
-    states = sampling.sample_states(batch, options.seed) if options.sampling else None
+    if options.sampling:
+        seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
+        rows = np.arange(batch, dtype=np.int64) if sources is None else np.asarray(sources, np.int64)
+        if rows.shape != (batch,):
+            raise ValueError(f"sources must have one index per row ({batch}), got shape {list(rows.shape)}")
+        dev_sources = _cuda.to_device(np.ascontiguousarray(rows))
     sup = runtime.suppressed(suppressed)
     tokens = layout.fill(_cuda.device_empty((batch,), np.int64), model.decoder_start_id)
     history = _cuda.device_empty((batch, max_len), np.int64)
@@ -54,7 +62,8 @@ def greedy_search(model, state, options, suppressed: tuple):
             dk.ban_tokens(scores, sup, ban)
             if options.sampling:
                 sampling.sample_rows(scores, temperature=options.sampling_temperature, topk=options.sampling_topk,
-                                     topp=options.sampling_topp, states=states, out=tokens)
+                                     topp=options.sampling_topp, seed=seed, sources=dev_sources, step=t,
+                                     out=tokens)
             else:
                 dk.greedy_argmax(scores, suppressed=runtime.suppressed(()), out=tokens)
         else:
