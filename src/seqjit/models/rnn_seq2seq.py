@@ -53,9 +53,9 @@ class RNNSeq2SeqModel(Seq2SeqModel):
         init.h.{l} (init.c.{l}) [B, Hd]."""
         g = GraphBuilder("encoder")
         P = RNNPieces(g, self.config, self.weights)
-        out, hs, cs = P.encoder()
+        out, h_n, c_n, lengths = P.encoder_rnn()
         g.output(out, name=MEMORY)
-        P.output_initial_states(hs, cs)
+        P.output_initial_states(out, h_n, c_n, lengths)
         return g.build()
 
     def build_decoder_step_graph(self, with_attention: bool = False):
@@ -80,6 +80,10 @@ class RNNSeq2SeqModel(Seq2SeqModel):
         init = P.initial_state_inputs()
         P.logits(P.decoder_sequence(P.embed_target(tokens), init))
         return g.build()
+
+    def has_full_decoder(self) -> bool:
+        """Teacher forcing runs in one pass unless a decoder state starts at zero (then it steps)."""
+        return not self.config.initial_state_zero
 
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:
         return state_specs(self.config, batch)
