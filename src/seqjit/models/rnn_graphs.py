@@ -78,13 +78,15 @@ class RNNPieces:
 
     def masked_mean(self, memory, lengths):
         """The mean of memory [B, S, M] over each row's positions j < lengths[b] -> [B, M]: attention
-        with every score zero (``scale=0``) weighs those positions equally, 1/length each, and gives
-        the padded ones no weight, so the existing (native) attention kernel computes it."""
+        of a zero query scores every position 0, so it weighs the positions j < lengths[b] equally
+        (1/length each) and the padded ones not at all; the existing (native) attention kernel
+        computes it. The zero query is a zero-weight linear of m_0 (finite: an RNN's output)."""
         g, M = self.g, self.c.memory_dim
         values = g.op("reshape", memory, shape=(0, 1, -1, M), name="bridge.mean_values")  # [B, 1, S, M]
-        first = g.op("slice_last", g.op("reshape", memory, shape=(0, -1)), start=0, stop=M)  # m_0, any finite query
-        query = g.op("reshape", first, shape=(0, 1, 1, M), name="bridge.mean_query")
-        mean = g.op("attention", query, values, values, lengths, scale=0.0, name="bridge.mean")  # [B, 1, 1, M]
+        first = g.op("slice_last", g.op("reshape", memory, shape=(0, -1)), start=0, stop=M)  # m_0 [B, M]
+        zeros = g.constant("bridge.mean_query.weight", np.zeros((M, M), self.weights["bridge.weight"].dtype))
+        query = g.op("reshape", g.op("linear", first, zeros, None, name="bridge.mean_query"), shape=(0, 1, 1, M))
+        mean = g.op("attention", query, values, values, lengths, scale=1.0, name="bridge.mean")  # [B, 1, 1, M]
         return g.op("reshape", mean, shape=(0, M), name="bridge.mean_memory")
 
     def bridge(self, state, kind: str, prefix: str) -> list:
