@@ -31,7 +31,8 @@ class VariantSeq2Seq(nn.Module):
         D = 2 if bidirectional else 1
         M, Hd = D * hidden, dec_hidden or hidden
         self.cell, self.layers, self.D, self.H, self.Hd = cell, layers, D, hidden, Hd
-        self.dec_layers, self.bridge_kind, self.bridge_tanh, self.bridge_cell = dec_layers or layers, bridge, bridge_tanh, bridge_cell
+        self.dec_layers, self.bridge_kind = dec_layers or layers, bridge
+        self.bridge_tanh, self.bridge_cell = bridge_tanh, bridge_cell
         self.score, self.feeding, self.att_tanh, self.hidden_first = score, feeding, att_tanh, hidden_first
         self.output, self.out_act = output, out_act
         Ao = att_dim or Hd

@@ -58,6 +58,7 @@ VARIANTS = {
     "maxout": dict(bridge="mean", score="bahdanau", feeding=True, output="maxout", out_hidden=6),
 }
 
+
 def keywords(kw: dict) -> dict:
     """What ``from_torch`` needs besides the weights: the bridge and the choices weights cannot show."""
     out = dict(bridge=kw.get("bridge", "mean"), pad_id=PAD, decoder_start_id=START, eos_id=EOS)

@@ -22,15 +22,26 @@ Hd decoder hidden, Es/Et embedding dims, M memory size, A attention size, V voca
     decoder.attention.Wa.weight [Hd, M] (+ .Wa.bias)   "general" (absent: "dot")
     decoder.concat.weight [Hd, M + Hd] (+ .bias)       h~ = tanh(W_c [context; h] + b)
 
+  variants (rnn_common / attention_seq2seq docstrings):
+    bridge.weight [Hd, M or D*H], bridge.bias [Hd]     bridge="mean" / "top_linear" (keyword)
+    decoder.out_hidden.{weight,bias} [K, Ho], [K]      output_layer="mlp"
+    decoder.maxout.{weight,bias} [2K, Ho], [2K]        output_layer="maxout" (pairs of rows)
+    decoder.concat.weight [Ao, M + Hd] with Ua         Bahdanau scoring after the step
+
 Read from the weights (a contradicting keyword raises ConfigError): vocabulary sizes, embedding
-dims, ``hidden_size``, ``cell``, ``num_layers``, ``bidirectional``, ``bridge`` ("linear" when
-``bridge.weight`` exists, "concat" when Hd = 2H, else "sum"), ``attention`` (bahdanau when Ua
-exists, general when only Wa does, else dot), ``attention_dim``, ``encoder_output`` ("sum" when a
-bidirectional encoder's M = H), ``attention_bias``, ``concat_bias``. Keywords give the rest:
-``decoder_input_activation`` ("relu" for the tutorial's DecoderRNN), ``output_log_softmax`` (True
-reproduces the tutorial decoders' log-probabilities), ``bridge_activation``, ``concat_order``,
-``pad_id``/``decoder_start_id``/``eos_id``, ``dtype``; ``ignore``: names (or prefixes ending in
-".") to skip; ``backend``.
+dims, ``hidden_size``, ``cell``, ``num_layers``, ``decoder_layers`` (when the decoder RNN has
+another count), ``bidirectional``, ``bridge`` ("linear" when ``bridge.weight`` exists, "concat"
+when Hd = 2H, else "sum"; the one-value bridges "mean", "top_linear", "last", "zeros" have
+weights that look alike, so ``bridge=`` names them, and then ``decoder_hidden_size`` is read),
+``attention`` (bahdanau when Ua exists, general when only Wa does, else dot),
+``attention_query`` ("current" when ``decoder.concat.weight`` exists), ``attention_dim``,
+``attentional_dim``, ``input_feeding`` (the decoder RNN reads Et + Ao), ``encoder_output``
+("sum" when a bidirectional encoder's M = H), ``attention_bias``, ``concat_bias``,
+``output_layer`` and ``output_hidden_dim``. Keywords give the rest: ``decoder_input_activation``
+("relu" for the tutorial's DecoderRNN), ``output_log_softmax`` (True reproduces the tutorial
+decoders' log-probabilities), ``bridge_activation``, ``bridge_cell``, ``concat_order``,
+``attentional_activation``, ``output_activation``, ``pad_id``/``decoder_start_id``/``eos_id``,
+``dtype``; ``ignore``: names (or prefixes ending in ".") to skip; ``backend``.
 """
 from __future__ import annotations
 
@@ -124,8 +135,8 @@ def _import(state_dict: dict, arch: str, *, backend=None, ignore=(), **config):
 def _output_layout(sd: dict, source: str) -> dict:
     """``output_layer`` and ``output_hidden_dim`` from the weights present."""
     if "decoder.out_hidden.weight" in sd:
-        return dict(output_layer="mlp", output_hidden_dim=_need(sd, "decoder.out_hidden.weight", source,
-                                                                 "the MLP output layer's first linear [K, Ho]").shape[0])
+        w = _need(sd, "decoder.out_hidden.weight", source, "the MLP output layer's first linear [K, Ho]")
+        return dict(output_layer="mlp", output_hidden_dim=w.shape[0])
     if "decoder.maxout.weight" in sd:
         rows = _need(sd, "decoder.maxout.weight", source, "the maxout layer [2K, Ho]").shape[0]
         if rows % 2:

@@ -15,7 +15,7 @@ encoder output [B, S, M]: M = D*H, or H when a bidirectional encoder's two direc
     logits   = out(h_{L-1})                                         [B, V]
 
 ``attention="dot"`` / ``"general"`` (Luong et al. 2015, global attention), computed after the RNN
-step on its top output h (no input feeding: the attentional state is not fed to the next step)::
+step on its top output h (without ``input_feeding``, below, h~ is not fed to the next step)::
 
     h_l      = cell_l(e for l = 0, else h_{l-1});  h = h_{L-1}      decoder RNN input Et
     score_j  = h . m_j  (dot, needs Hd == M)   or   h . (Wa m_j + ba)  (general)
@@ -30,8 +30,9 @@ Weights, besides ``rnn_common``'s (A = ``attention_dim``, default Hd)::
               decoder.attention.Ua.weight [A, M],  decoder.attention.Ua.bias [A],
               decoder.attention.Va.weight [1, A];  decoder.rnn.weight_ih_l0 [G*Hd, Et + M]
     general:  decoder.attention.Wa.weight [Hd, M] (+ decoder.attention.Wa.bias [Hd] when attention_bias)
-    dot, general: decoder.concat.weight [Hd, M + Hd] (+ decoder.concat.bias [Hd] when concat_bias)
-    all:      decoder.out.weight [V, Hd], decoder.out.bias [V]
+    "current": decoder.concat.weight [Ao, M + Hd] (+ decoder.concat.bias [Ao] when concat_bias)
+    all:      decoder.out.weight [V, Ho], decoder.out.bias [V]  (Ho: Hd, or Ao with "current";
+              before it, the MLP or maxout layer of ``output_layer``: rnn_common)
 
 Where the query comes from (``attention_query``): ``"previous"`` is the Bahdanau step above (the
 default of ``attention="bahdanau"``; that kind only); ``"current"`` is the Luong step above (the

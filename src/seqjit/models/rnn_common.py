@@ -165,7 +165,6 @@ class RNNConfig(ModelConfig):
             if not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
 
-
     def _validate_bridge(self, where: str) -> None:
         if self.bridge in PER_LAYER_BRIDGES:
             if self.dec_layers != self.num_layers:
