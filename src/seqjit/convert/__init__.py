@@ -106,4 +106,12 @@ def from_joeynmt(state_dict, cfg: dict, **config):
     return convert(state_dict, cfg, **config)
 
 
-__all__ = ["from_torch", "from_hf", "from_joeynmt", "FROM_TORCH", "FROM_HF", "register_torch_importer"]
+def from_opennmt(state_dict, opt: dict, **config):
+    """An OpenNMT-py RNN model from its in-memory ``state_dict`` (generator included) and its
+    options dict: :func:`seqjit.convert.opennmt_rnn.from_opennmt`."""
+    from seqjit.convert.opennmt_rnn import from_opennmt as convert
+
+    return convert(state_dict, opt, **config)
+
+
+__all__ = ["from_torch", "from_hf", "from_joeynmt", "from_opennmt", "FROM_TORCH", "FROM_HF", "register_torch_importer"]
