@@ -128,3 +128,15 @@ def test_unsupported_joeynmt_options_are_named():
         bad = {**cfg, side: {**cfg[side], key: value}}
         with pytest.raises(ConfigError, match=match):
             from_joeynmt(sd, bad)
+
+
+def test_checkpoint_read_without_running_code(tmp_path):
+    """The documented path: a checkpoint laid out as JoeyNMT saves one (``model_state`` and training
+    counters) read with ``torch.load(..., weights_only=True)``."""
+    joey, cfg, model = build("lstm-luong-last-2x2")
+    torch.save({"steps": 10, "model_state": joey.state_dict(), "best_ckpt_score": 1.5}, tmp_path / "best.ckpt")
+    ckpt = torch.load(tmp_path / "best.ckpt", map_location="cpu", weights_only=True)
+    ids, lengths = sources()
+    tgt = np.full((len(lengths), 3), 5)
+    np.testing.assert_array_equal(from_joeynmt(ckpt["model_state"], cfg).logits(ids, tgt, lengths),
+                                  model.logits(ids, tgt, lengths))

@@ -112,3 +112,23 @@ def test_unsupported_opennmt_options_are_named(key, value, match):
     onmt_model, opt, _ = build("brnn-gru-1-mlp-feed")
     with pytest.raises(ConfigError, match=match):
         from_opennmt(onmt_model.state_dict(), {**opt, key: value})
+
+
+def test_checkpoint_read_without_running_code(tmp_path):
+    """The documented path: a checkpoint laid out as OpenNMT-py's ModelSaver writes it (model without
+    the generator, generator, vocab lists, the options Namespace) read with ``weights_only=True``,
+    admitting ``argparse.Namespace`` alone."""
+    import argparse
+
+    onmt_model, opt, model = build("brnn-lstm-2-general-feed")
+    sd = onmt_model.state_dict()
+    torch.save({"model": {k: v for k, v in sd.items() if "generator" not in k},
+                "generator": onmt_model.generator.state_dict(), "vocab": {"src": ["<unk>"], "tgt": ["<unk>"]},
+                "opt": argparse.Namespace(**opt)}, tmp_path / "model.pt")
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        ckpt = torch.load(tmp_path / "model.pt", map_location="cpu", weights_only=True)
+    loaded = from_opennmt({**ckpt["model"], **{"generator." + k: v for k, v in ckpt["generator"].items()}},
+                          vars(ckpt["opt"]))
+    ids, lengths = sources()
+    tgt = np.full((len(lengths), 3), 5)
+    np.testing.assert_array_equal(loaded.logits(ids, tgt, lengths), model.logits(ids, tgt, lengths))
