@@ -36,19 +36,22 @@ CASES = {
                                          enc_layers=2),
     "lstm-bahdanau-bridge-nofeeding-1x2": dict(rnn_type="lstm", attention="bahdanau", init_hidden="bridge",
                                                input_feeding=False, num_layers=2, dec_hidden=10),
+    "gru-bahdanau-bridge-scaled-embeddings": dict(rnn_type="gru", attention="bahdanau", init_hidden="bridge",
+                                                  scale=True),
 }
 
 
-def joey_config(rnn_type, attention, init_hidden, num_layers=1, enc_layers=None, input_feeding=True, dec_hidden=None):
+def joey_config(rnn_type, attention, init_hidden, num_layers=1, enc_layers=None, input_feeding=True, dec_hidden=None,
+                scale=False):
     enc_hidden = 6
     return {
         "initializer": "normal", "init_weight": 0.5, "bias_initializer": "normal", "bias_init_weight": 0.5,
         "embed_initializer": "normal", "embed_init_weight": 1.0,
         "encoder": {"type": "recurrent", "rnn_type": rnn_type, "hidden_size": enc_hidden, "bidirectional": True,
-                    "num_layers": enc_layers or num_layers, "embeddings": {"embedding_dim": 5}},
+                    "num_layers": enc_layers or num_layers, "embeddings": {"embedding_dim": 5, "scale": scale}},
         "decoder": {"type": "recurrent", "rnn_type": rnn_type, "hidden_size": dec_hidden or enc_hidden,
                     "num_layers": num_layers, "attention": attention, "init_hidden": init_hidden,
-                    "input_feeding": input_feeding, "embeddings": {"embedding_dim": 4}},
+                    "input_feeding": input_feeding, "embeddings": {"embedding_dim": 4, "scale": scale}},
     }
 
 
