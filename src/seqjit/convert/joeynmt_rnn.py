@@ -61,6 +61,8 @@ def _side(cfg: dict, side: str) -> dict:
     unknown = sorted(set(part) - _KNOWN_SIDE)
     if unknown:
         raise ConfigError(f"from_joeynmt: {side} option(s) {unknown} are not supported")
+    if not isinstance(part.get("embeddings", {}), dict):
+        raise ConfigError(f"from_joeynmt: {side}.embeddings must be a mapping, got {type(part['embeddings']).__name__}")
     return part
 
 
