@@ -223,3 +223,24 @@ def test_config_errors_name_the_option(changes, match):
 
     with pytest.raises(ConfigError, match=match):
         AttentionSeq2SeqConfig.from_dict({**BASE, **changes})
+
+
+@pytest.mark.parametrize("name", ["mean-gru-bi-wide", "top_linear-lstm-2-to-1", "feeding-dot-narrow", "mlp-relu",
+                                  "mlp-tanh-onepass"])
+def test_int8_variant(name):
+    """int8 (``seqjit.quantize``) of a variant: close to float32 (the criteria of
+    ``test_quantized_rnn``), the native replay equal to the Python one, beam search included."""
+    _, fp32 = build(name)
+    src, lengths, tgt = batch()
+    ids, lens, tgt = src.numpy(), lengths.numpy(), tgt.numpy()
+    native, python = seqjit.quantize(fp32, "int8"), seqjit.quantize(fp32, "int8")
+    native.set_replay("native")
+    python.set_replay("python")
+    a, b = fp32.logits(ids, tgt, lens), python.logits(ids, tgt, lens)
+    assert float((a.argmax(-1) == b.argmax(-1)).mean()) >= 0.9
+    assert np.abs(a - b).mean() < 0.05 * a.std()
+    np.testing.assert_allclose(native.logits_stepwise(ids, tgt, lens), python.logits_stepwise(ids, tgt, lens),
+                               rtol=1e-5, atol=1e-5)
+    sources = [list(map(int, src[b, :n])) for b, n in enumerate(LENGTHS)]
+    for opts in (dict(max_length=8), dict(max_length=8, beam_size=3, num_hypotheses=2)):
+        assert [r.ids for r in native.generate(sources, **opts)] == [r.ids for r in python.generate(sources, **opts)]

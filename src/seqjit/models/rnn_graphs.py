@@ -84,7 +84,7 @@ class RNNPieces:
         g, M = self.g, self.c.memory_dim
         values = g.op("reshape", memory, shape=(0, 1, -1, M), name="bridge.mean_values")  # [B, 1, S, M]
         first = g.op("slice_last", g.op("reshape", memory, shape=(0, -1)), start=0, stop=M)  # m_0 [B, M]
-        zeros = g.constant("bridge.mean_query.weight", np.zeros((M, M), self.weights["bridge.weight"].dtype))
+        zeros = g.constant("bridge.mean_query.weight", np.zeros((M, M), np.dtype(self.c.dtype)))
         query = g.op("reshape", g.op("linear", first, zeros, None, name="bridge.mean_query"), shape=(0, 1, 1, M))
         mean = g.op("attention", query, values, values, lengths, scale=1.0, name="bridge.mean")  # [B, 1, 1, M]
         return g.op("reshape", mean, shape=(0, M), name="bridge.mean_memory")
