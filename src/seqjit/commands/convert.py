@@ -7,7 +7,10 @@
   inside SRC, of bounded size), all before anything is written.
 - SRC a ``.safetensors`` file holding a PyTorch state dict (read with safetensors' NumPy API, never
   unpickled): :func:`seqjit.from_torch` with ``--arch`` and ``--config`` (a JSON object, inline or
-  in a file) giving what the weights cannot tell.
+  in a file) giving what the weights cannot tell; or, with ``--from joeynmt`` / ``--from opennmt``,
+  a JoeyNMT or OpenNMT-py RNN model's state dict with the toolkit's own options as ``--config``
+  (JoeyNMT: the YAML's ``model:`` section as JSON; OpenNMT-py: ``vars(checkpoint["opt"])``):
+  :func:`seqjit.convert.from_joeynmt`, :func:`seqjit.convert.from_opennmt`.
 
 OUT must not exist or be an empty directory, unless ``--force``.
 """
@@ -38,6 +41,9 @@ def register(subparsers) -> None:
     p.add_argument("src", metavar="SRC", help="a Hugging Face model directory, or a .safetensors state dict")
     p.add_argument("out", metavar="OUT", help="the seqjit model directory to write")
     p.add_argument("--arch", default=None, help=f"architecture of a state dict: {', '.join(sorted(FROM_TORCH))}")
+    p.add_argument("--from", dest="source", default="torch", choices=("torch", "joeynmt", "opennmt"),
+                   help="who wrote the state dict: seqjit's PyTorch names (--arch), or a JoeyNMT / OpenNMT-py RNN "
+                        "model, whose options --config then holds")
     p.add_argument("--config", default=None, metavar="JSON_OR_PATH",
                    help="a state dict's config: a JSON object, inline or in a file (e.g. '{\"nhead\": 8}')")
     p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
@@ -100,7 +106,7 @@ def check_out(out: Path, force: bool) -> None:
         raise ValueError(f"OUT {out} exists and is not empty; choose another directory or pass --force to write into it")
 
 
-def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quantize=None) -> tuple:
+def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quantize=None, source="torch") -> tuple:
     """Convert ``src`` into directory ``out``; returns (model, kind, copied tokenizer file names)."""
     import seqjit
 
@@ -125,6 +131,8 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
         tokenizer = _tokenizer_files(src)
         model = seqjit.from_hf(src, dtype=dtype or "float32")
         kind = f"Hugging Face {data['model_type']}"
+    elif src.suffix == ".safetensors" and source != "torch":
+        model, kind = _toolkit(src, source, arch, config, dtype)
     elif src.suffix == ".safetensors":
         if arch is None:
             from seqjit.convert import FROM_TORCH
@@ -154,9 +162,25 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
     return model, kind, list(tokenizer)
 
 
+def _toolkit(src: Path, source: str, arch, config, dtype) -> tuple:
+    """(model, kind) from a JoeyNMT or OpenNMT-py state dict and the toolkit's options (``--config``)."""
+    import seqjit.convert as convert_api
+    from seqjit.models.io import read_safetensors
+
+    if arch is not None:
+        raise ValueError(f"--arch applies to --from torch; a {source} model is always attention_seq2seq")
+    if config is None:
+        raise ValueError(f"--from {source} needs the toolkit's options as --config (JoeyNMT: the YAML's 'model:' "
+                         "section as JSON; OpenNMT-py: vars(checkpoint['opt']) as JSON)")
+    state_dict, _ = read_safetensors(src, verify=False)
+    extra = {"dtype": dtype} if dtype is not None else {}
+    model = getattr(convert_api, f"from_{source}")(state_dict, parse_config(config), **extra)
+    return model, f"{source} state dict ({len(state_dict)} tensors)"
+
+
 def run(args) -> int:
     model, kind, copied = convert(args.src, args.out, arch=args.arch, config=args.config, dtype=args.dtype,
-                                  force=args.force, quantize=args.quantize)
+                                  force=args.force, quantize=args.quantize, source=getattr(args, "source", "torch"))
     out = Path(args.out)
     params = sum(int(w.size) for w in model.weights.values())
     quantization = getattr(model.config, "quantization", "none")

@@ -98,4 +98,20 @@ def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool
         raise ModelConfigError(str(exc) if str(config_path) in str(exc) else f"{config_path}: {exc}") from None
 
 
-__all__ = ["from_torch", "from_hf", "FROM_TORCH", "FROM_HF", "register_torch_importer"]
+def from_joeynmt(state_dict, cfg: dict, **config):
+    """A JoeyNMT recurrent model from its in-memory ``state_dict`` and the ``model:`` section of its
+    config: :func:`seqjit.convert.joeynmt_rnn.from_joeynmt`."""
+    from seqjit.convert.joeynmt_rnn import from_joeynmt as convert
+
+    return convert(state_dict, cfg, **config)
+
+
+def from_opennmt(state_dict, opt: dict, **config):
+    """An OpenNMT-py RNN model from its in-memory ``state_dict`` (generator included) and its
+    options dict: :func:`seqjit.convert.opennmt_rnn.from_opennmt`."""
+    from seqjit.convert.opennmt_rnn import from_opennmt as convert
+
+    return convert(state_dict, opt, **config)
+
+
+__all__ = ["from_torch", "from_hf", "from_joeynmt", "from_opennmt", "FROM_TORCH", "FROM_HF", "register_torch_importer"]

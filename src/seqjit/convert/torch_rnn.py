@@ -22,15 +22,26 @@ Hd decoder hidden, Es/Et embedding dims, M memory size, A attention size, V voca
     decoder.attention.Wa.weight [Hd, M] (+ .Wa.bias)   "general" (absent: "dot")
     decoder.concat.weight [Hd, M + Hd] (+ .bias)       h~ = tanh(W_c [context; h] + b)
 
+  variants (rnn_common / attention_seq2seq docstrings):
+    bridge.weight [Hd, M or D*H], bridge.bias [Hd]     bridge="mean" / "top_linear" (keyword)
+    decoder.out_hidden.{weight,bias} [K, Ho], [K]      output_layer="mlp"
+    decoder.maxout.{weight,bias} [2K, Ho], [2K]        output_layer="maxout" (pairs of rows)
+    decoder.concat.weight [Ao, M + Hd] with Ua         Bahdanau scoring after the step
+
 Read from the weights (a contradicting keyword raises ConfigError): vocabulary sizes, embedding
-dims, ``hidden_size``, ``cell``, ``num_layers``, ``bidirectional``, ``bridge`` ("linear" when
-``bridge.weight`` exists, "concat" when Hd = 2H, else "sum"), ``attention`` (bahdanau when Ua
-exists, general when only Wa does, else dot), ``attention_dim``, ``encoder_output`` ("sum" when a
-bidirectional encoder's M = H), ``attention_bias``, ``concat_bias``. Keywords give the rest:
-``decoder_input_activation`` ("relu" for the tutorial's DecoderRNN), ``output_log_softmax`` (True
-reproduces the tutorial decoders' log-probabilities), ``bridge_activation``, ``concat_order``,
-``pad_id``/``decoder_start_id``/``eos_id``, ``dtype``; ``ignore``: names (or prefixes ending in
-".") to skip; ``backend``.
+dims, ``hidden_size``, ``cell``, ``num_layers``, ``decoder_layers`` (when the decoder RNN has
+another count), ``bidirectional``, ``bridge`` ("linear" when ``bridge.weight`` exists, "concat"
+when Hd = 2H, else "sum"; the one-value bridges "mean", "top_linear", "last", "zeros" have
+weights that look alike, so ``bridge=`` names them, and then ``decoder_hidden_size`` is read),
+``attention`` (bahdanau when Ua exists, general when only Wa does, else dot),
+``attention_query`` ("current" when ``decoder.concat.weight`` exists), ``attention_dim``,
+``attentional_dim``, ``input_feeding`` (the decoder RNN reads Et + Ao), ``encoder_output``
+("sum" when a bidirectional encoder's M = H), ``attention_bias``, ``concat_bias``,
+``output_layer`` and ``output_hidden_dim``. Keywords give the rest: ``decoder_input_activation``
+("relu" for the tutorial's DecoderRNN), ``output_log_softmax`` (True reproduces the tutorial
+decoders' log-probabilities), ``bridge_activation``, ``bridge_cell``, ``concat_order``,
+``attentional_activation``, ``output_activation``, ``pad_id``/``decoder_start_id``/``eos_id``,
+``dtype``; ``ignore``: names (or prefixes ending in ".") to skip; ``backend``.
 """
 from __future__ import annotations
 
@@ -40,6 +51,7 @@ import numpy as np
 
 from seqjit.convert.common import cast_floats
 from seqjit.errors import ConfigError, ModelFormatError
+from seqjit.models.rnn_common import ONE_VALUE_BRIDGES
 
 _RNN_NAME = re.compile(r"^(encoder|decoder)\.(?:gru|lstm|rnn)\.((?:weight|bias)_(?:ih|hh)_l\d+(?:_reverse)?)$")
 _DROPPED = ("decoder.attention.Va.bias",)
@@ -94,18 +106,23 @@ def _import(state_dict: dict, arch: str, *, backend=None, ignore=(), **config):
             raise ModelFormatError(f"{source}: {name} must have one element (nn.Linear(A, 1)'s bias)")
     cell, hidden, layers, bidirectional = _rnn_layout(sd, "encoder", source)
     dec_cell, dec_hidden, dec_layers, dec_bi = _rnn_layout(sd, "decoder", source)
-    if (dec_cell, dec_layers, dec_bi) != (cell, layers, False):
-        raise ModelFormatError(f"{source}: the decoder RNN ({dec_cell}, {dec_layers} layer(s), bidirectional={dec_bi}) must "
-                               f"be a unidirectional {cell} with the encoder's {layers} layer(s)")
+    if (dec_cell, dec_bi) != (cell, False):
+        raise ModelFormatError(f"{source}: the decoder RNN ({dec_cell}, bidirectional={dec_bi}) must be a "
+                               f"unidirectional {cell} like the encoder")
     src_table = _need(sd, "encoder.embedding.weight", source, "the source embedding [Vs, Es]")
     tgt_table = _need(sd, "decoder.embedding.weight", source, "the target embedding [Vt, Et]")
     inferred = dict(src_vocab_size=src_table.shape[0], embed_dim=src_table.shape[1], tgt_vocab_size=tgt_table.shape[0],
                     tgt_embed_dim=tgt_table.shape[1], hidden_size=hidden, cell=cell, num_layers=layers,
                     bidirectional=bidirectional)
-    if bidirectional:
+    if config.get("bridge") in ONE_VALUE_BRIDGES:  # the weights cannot tell these apart: the keyword says
+        inferred["decoder_hidden_size"] = dec_hidden
+    elif bidirectional:
         inferred["bridge"] = "linear" if "bridge.weight" in sd else ("concat" if dec_hidden == 2 * hidden else "sum")
+    if dec_layers != layers:
+        inferred["decoder_layers"] = dec_layers
+    inferred.update(_output_layout(sd, source))
     if arch == "attention_seq2seq":
-        inferred.update(_attention_layout(sd, hidden, dec_hidden, bidirectional, source))
+        inferred.update(_attention_layout(sd, hidden, dec_hidden, bidirectional, source, tgt_table.shape[1]))
     clash = sorted(k for k in inferred if k in config and config[k] != inferred[k])
     if clash:
         raise ConfigError(f"{source}: {', '.join(f'{k}={config[k]!r}' for k in clash)} contradict(s) the weights "
@@ -115,17 +132,37 @@ def _import(state_dict: dict, arch: str, *, backend=None, ignore=(), **config):
     return cls(cfg, cast_floats(sd, cfg.dtype), backend=backend, source=source)
 
 
-def _attention_layout(sd: dict, hidden: int, dec_hidden: int, bidirectional: bool, source: str) -> dict:
+def _output_layout(sd: dict, source: str) -> dict:
+    """``output_layer`` and ``output_hidden_dim`` from the weights present."""
+    if "decoder.out_hidden.weight" in sd:
+        w = _need(sd, "decoder.out_hidden.weight", source, "the MLP output layer's first linear [K, Ho]")
+        return dict(output_layer="mlp", output_hidden_dim=w.shape[0])
+    if "decoder.maxout.weight" in sd:
+        rows = _need(sd, "decoder.maxout.weight", source, "the maxout layer [2K, Ho]").shape[0]
+        if rows % 2:
+            raise ModelFormatError(f"{source}: decoder.maxout.weight has {rows} rows; maxout pools pairs of rows (2K)")
+        return dict(output_layer="maxout", output_hidden_dim=rows // 2)
+    return {}
+
+
+def _attention_layout(sd: dict, hidden: int, dec_hidden: int, bidirectional: bool, source: str, tgt_embed: int) -> dict:
     p = "decoder.attention"
+    has_concat = "decoder.concat.weight" in sd
     if f"{p}.Ua.weight" in sd:
         ua = _need(sd, f"{p}.Ua.weight", source, "Bahdanau's key projection [A, M]")
         found = dict(attention="bahdanau", attention_dim=ua.shape[0])
         memory = ua.shape[1]
     else:
-        found = dict(attention="general" if f"{p}.Wa.weight" in sd else "dot", attention_bias=f"{p}.Wa.bias" in sd,
-                     concat_bias="decoder.concat.bias" in sd)
-        w_c = _need(sd, "decoder.concat.weight", source, "Luong's attentional layer [Hd, M + Hd]")
+        found = dict(attention="general" if f"{p}.Wa.weight" in sd else "dot", attention_bias=f"{p}.Wa.bias" in sd)
+        w_c = _need(sd, "decoder.concat.weight", source, "Luong's attentional layer [Ao, M + Hd]")
         memory = w_c.shape[1] - dec_hidden
+    if has_concat:  # an attentional layer after the step: "current" query
+        w_c = _need(sd, "decoder.concat.weight", source, "the attentional layer [Ao, M + Hd]")
+        found.update(attention_query="current", concat_bias="decoder.concat.bias" in sd)
+        if w_c.shape[0] != dec_hidden:
+            found["attentional_dim"] = w_c.shape[0]
+        rnn_in = _need(sd, "decoder.rnn.weight_ih_l0", source, "the decoder RNN's input weight").shape[1]
+        found["input_feeding"] = rnn_in == tgt_embed + w_c.shape[0]
     if bidirectional:
         found["encoder_output"] = "sum" if memory == hidden else "concat"
     return found

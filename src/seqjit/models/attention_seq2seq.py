@@ -15,7 +15,7 @@ encoder output [B, S, M]: M = D*H, or H when a bidirectional encoder's two direc
     logits   = out(h_{L-1})                                         [B, V]
 
 ``attention="dot"`` / ``"general"`` (Luong et al. 2015, global attention), computed after the RNN
-step on its top output h (no input feeding: the attentional state is not fed to the next step)::
+step on its top output h (without ``input_feeding``, below, h~ is not fed to the next step)::
 
     h_l      = cell_l(e for l = 0, else h_{l-1});  h = h_{L-1}      decoder RNN input Et
     score_j  = h . m_j  (dot, needs Hd == M)   or   h . (Wa m_j + ba)  (general)
@@ -30,13 +30,28 @@ Weights, besides ``rnn_common``'s (A = ``attention_dim``, default Hd)::
               decoder.attention.Ua.weight [A, M],  decoder.attention.Ua.bias [A],
               decoder.attention.Va.weight [1, A];  decoder.rnn.weight_ih_l0 [G*Hd, Et + M]
     general:  decoder.attention.Wa.weight [Hd, M] (+ decoder.attention.Wa.bias [Hd] when attention_bias)
-    dot, general: decoder.concat.weight [Hd, M + Hd] (+ decoder.concat.bias [Hd] when concat_bias)
-    all:      decoder.out.weight [V, Hd], decoder.out.bias [V]
+    "current": decoder.concat.weight [Ao, M + Hd] (+ decoder.concat.bias [Ao] when concat_bias)
+    all:      decoder.out.weight [V, Ho], decoder.out.bias [V]  (Ho: Hd, or Ao with "current";
+              before it, the MLP or maxout layer of ``output_layer``: rnn_common)
+
+Where the query comes from (``attention_query``): ``"previous"`` is the Bahdanau step above (the
+default of ``attention="bahdanau"``; that kind only); ``"current"`` is the Luong step above (the
+default of dot/general) with any of the three scores, e.g. additive scoring of the new top state
+feeding the attentional layer (OpenNMT-py ``global_attention: mlp``, JoeyNMT ``bahdanau``). With
+``"current"``:
+
+- ``attentional_dim`` Ao (default Hd): h~ = act(W_c [...] + b) is [B, Ao] (``decoder.concat.weight``
+  [Ao, M + Hd]); the output layer reads h~; ``attentional_activation``: "tanh" or None (OpenNMT-py's
+  ``mlp`` attention has no tanh);
+- ``input_feeding`` (Luong et al. 2015 section 3.3; OpenNMT-py and JoeyNMT's default): the decoder
+  RNN's input is [e; h~ of the previous step] (zeros at step 0), ``decoder.rnn.weight_ih_l0``
+  [G*Hd, Et + Ao]; h~ is the decoder state ``feed`` [B, Ao].
 
 Encoder graph outputs: ``memory`` [B, S, M], ``keys`` [B, S, A] (bahdanau: ``Ua m + Ua.bias +
-Wa.bias``, once per source) or [B, S, Hd] (general: ``Wa m + ba``), and ``init.h.{l}``/``init.c.{l}``.
-Luong models run teacher forcing in one full-sequence graph (``decoder_full``); Bahdanau's depends
-on the previous state, so its :meth:`logits` steps.
+Wa.bias``, once per source) or [B, S, Hd] (general: ``Wa m + ba``), and the initial states
+(``rnn_common.init_sources``). Luong models without input feeding (and with no zero initial
+state) run teacher forcing in one full-sequence graph (``decoder_full``); the others depend on the
+previous step, so their :meth:`logits` steps.
 """
 from __future__ import annotations
 
@@ -47,7 +62,7 @@ import numpy as np
 from seqjit.errors import ConfigError
 from seqjit.graph import GraphBuilder
 from seqjit.graph.ops import TensorSpec
-from seqjit.models.base import ATTENTION, MEMORY, SRC_LENGTHS, Seq2SeqModel
+from seqjit.models.base import ATTENTION, MEMORY, NEXT, SRC_LENGTHS, Seq2SeqModel
 from seqjit.models.config import choice, positive
 from seqjit.models.quantization import linear, quantized_spec
 from seqjit.models.rnn_common import RNNConfig, decoder_spec, encoder_spec, state_specs
@@ -66,6 +81,10 @@ class AttentionSeq2SeqConfig(RNNConfig):
     attention_bias: bool = False  # general: Wa has a bias
     concat_bias: bool = True  # luong: W_c has a bias
     concat_order: str = choice("context_first", ("context_first", "hidden_first"))
+    attention_query: str | None = choice(None, (None, "previous", "current"))  # None: by attention kind
+    input_feeding: bool = False  # "current": the previous h~ joins the next RNN input
+    attentional_dim: int | None = None  # "current": Ao, the width of h~; None: Hd
+    attentional_activation: str | None = choice("tanh", ("tanh", None))  # "current": h~ = act(W_c [...])
 
     @property
     def memory_dim(self) -> int:
@@ -75,10 +94,23 @@ class AttentionSeq2SeqConfig(RNNConfig):
     def attn_dim(self) -> int:
         return self.attention_dim if self.attention_dim is not None else self.decoder_hidden
 
+    @property
+    def query(self) -> str:
+        """"previous" (context into the RNN input, output from the top state) or "current"."""
+        if self.attention_query is not None:
+            return self.attention_query
+        return "previous" if self.attention == "bahdanau" else "current"
+
+    @property
+    def attentional(self) -> int:
+        """Ao, the width of the attentional vector h~ ("current")."""
+        return self.attentional_dim if self.attentional_dim is not None else self.decoder_hidden
+
     def validate(self, where: str = "config") -> None:
         super().validate(where)
-        if self.attention_dim is not None:
-            positive(where, attention_dim=self.attention_dim)
+        for key in ("attention_dim", "attentional_dim"):
+            if getattr(self, key) is not None:
+                positive(where, **{key: getattr(self, key)})
         if self.encoder_output == "sum" and not self.bidirectional:
             raise ConfigError(f"{where}: encoder_output 'sum' adds the two directions of a bidirectional encoder; "
                               "set bidirectional=True or leave it at 'concat'")
@@ -87,6 +119,14 @@ class AttentionSeq2SeqConfig(RNNConfig):
                               f"hidden size ({self.decoder_hidden}); use attention='general' or change bridge/encoder_output")
         if self.attention != "general" and self.attention_bias:
             raise ConfigError(f"{where}: attention_bias applies to attention='general' only")
+        if self.query == "previous":
+            if self.attention != "bahdanau":
+                raise ConfigError(f"{where}: attention_query 'previous' (the context fed into the RNN input) is "
+                                  f"supported for attention='bahdanau' only, got attention {self.attention!r}")
+            for key, default in (("input_feeding", False), ("attentional_dim", None), ("attentional_activation", "tanh")):
+                if getattr(self, key) != default:
+                    raise ConfigError(f"{where}: {key} applies to attention_query 'current' (an attentional layer "
+                                      "after the step), not 'previous'")
 
 
 class AttentionSeq2SeqModel(Seq2SeqModel):
@@ -102,33 +142,34 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
     @classmethod
     def _float_spec(cls, config: AttentionSeq2SeqConfig) -> dict:
         c = config
-        dt, Hd, M, A = np.dtype(c.dtype), c.decoder_hidden, c.memory_dim, c.attn_dim
+        dt, Hd, M, A, Ao = np.dtype(c.dtype), c.decoder_hidden, c.memory_dim, c.attn_dim, c.attentional
         spec = encoder_spec(c)
         p = "decoder.attention"
         if c.attention == "bahdanau":
-            spec.update(decoder_spec(c, c.tgt_embed + M, Hd))
             spec.update({f"{p}.Wa.weight": TensorSpec((A, Hd), dt), f"{p}.Wa.bias": TensorSpec((A,), dt),
                          f"{p}.Ua.weight": TensorSpec((A, M), dt), f"{p}.Ua.bias": TensorSpec((A,), dt),
                          f"{p}.Va.weight": TensorSpec((1, A), dt)})
-            return spec
-        spec.update(decoder_spec(c, c.tgt_embed, Hd))
-        if c.attention == "general":
+        elif c.attention == "general":
             spec[f"{p}.Wa.weight"] = TensorSpec((Hd, M), dt)
             if c.attention_bias:
                 spec[f"{p}.Wa.bias"] = TensorSpec((Hd,), dt)
-        spec["decoder.concat.weight"] = TensorSpec((Hd, M + Hd), dt)
+        if c.query == "previous":
+            spec.update(decoder_spec(c, c.tgt_embed + M, Hd))
+            return spec
+        spec.update(decoder_spec(c, c.tgt_embed + (Ao if c.input_feeding else 0), Ao))
+        spec["decoder.concat.weight"] = TensorSpec((Ao, M + Hd), dt)
         if c.concat_bias:
-            spec["decoder.concat.bias"] = TensorSpec((Hd,), dt)
+            spec["decoder.concat.bias"] = TensorSpec((Ao,), dt)
         return spec
 
     # -- graphs ------------------------------------------------------------------------------------
     def build_encoder_graph(self):
-        """src_ids [B, S], src_lengths [B] -> memory [B, S, M], keys (bahdanau, general),
-        init.h.{l} (init.c.{l}) [B, Hd]."""
+        """src_ids [B, S], src_lengths [B] -> memory [B, S, M], keys (bahdanau, general), the
+        initial states (``rnn_common.init_sources``) [B, Hd]."""
         c, w = self.config, self.weights
         g = GraphBuilder("encoder")
         P = RNNPieces(g, c, w)
-        out, hs, cs = P.encoder()
+        out, h_n, c_n, lengths = P.encoder_rnn()
         if c.bidirectional and c.encoder_output == "sum":
             H = c.hidden_size
             out = g.op("add", g.op("slice_last", out, start=0, stop=H), g.op("slice_last", out, start=H, stop=2 * H),
@@ -141,7 +182,7 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         elif c.attention == "general":
             bias = P.w(f"{p}.Wa.bias") if c.attention_bias else None
             g.output(linear(g, out, w, f"{p}.Wa.weight", bias, name=f"{p}.Wa"), name=KEYS)
-        P.output_initial_states(hs, cs)
+        P.output_initial_states(out, h_n, c_n, lengths)
         return g.build()
 
     def _memory_inputs(self, g):
@@ -150,34 +191,55 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         return memory, keys
 
     def build_decoder_step_graph(self, with_attention: bool = False):
-        """prev_tokens [B], step [], src_lengths [B], memory [B, S, M], keys, init.h.{l} (init.c.{l}),
-        h.{l} (c.{l}) [B, Hd] -> logits [B, V], (attention [B, S]), next.h.{l} (next.c.{l})."""
+        """prev_tokens [B], step [], src_lengths [B], memory [B, S, M], keys, the initial states,
+        h.{l} (c.{l}) [B, Hd] (feed [B, Ao]) -> logits [B, V], (attention [B, S]), next.h.{l}
+        (next.c.{l}, next.feed)."""
         c = self.config
         g = GraphBuilder("decoder_step" + ("+attention" if with_attention else ""))
         P = RNNPieces(g, c, self.weights)
         tokens, _, src_lengths, states = P.step_states()
         memory, keys = self._memory_inputs(g)
         emb = P.embed_target(tokens)
-        p = "decoder.attention"
-        if c.attention == "bahdanau":
-            query = states[f"h.{c.num_layers - 1}"]
-            v = g.op("reshape", P.w(f"{p}.Va.weight"), shape=(-1,), name=f"{p}.v")
-            context, weights = g.op("additive_attention", query, keys, memory, P.w(f"{p}.Wa.weight"), v, src_lengths,
-                                    outputs=2, name=p)
+        if c.query == "previous":
+            context, weights = self._additive(g, P, states[f"h.{c.dec_layers - 1}"], keys, memory, src_lengths)
             top, new = P.cell_stack(g.op("concat", emb, context, axis=-1, name="decoder.rnn_input"), states)
             P.logits(top)
         else:
+            if c.input_feeding:
+                feed = g.input("feed", dtype="float", ndim=2)  # zeros before step 0: h~ of "step -1"
+                emb = g.op("concat", emb, feed, axis=-1, name="decoder.rnn_input")
             top, new = P.cell_stack(emb, states)
-            attended, weights = self._luong(g, P, top, memory, keys, src_lengths, with_attention, step=True)
+            if c.attention == "bahdanau":
+                context, weights = self._additive(g, P, top, keys, memory, src_lengths)
+            else:
+                context, weights = self._luong(g, top, memory, keys, src_lengths, with_attention, step=True)
+            attended = self._attentional(g, P, top, context)
             P.logits(attended)
+            if c.input_feeding:
+                g.output(attended, name=NEXT + "feed")
         if with_attention:
             g.output(g.op("reshape", weights, shape=(0, -1)), name=ATTENTION)
         P.output_next_states(new)
         return g.build()
 
-    def _luong(self, g, P, h, memory, keys, src_lengths, with_weights: bool, *, step: bool):
-        """Luong attention of h ([B, Hd] or [B, T, Hd]) over the memory -> (h~ like h, weights
-        [B, 1, T, S] or None)."""
+    def _additive(self, g, P, query, keys, memory, src_lengths):
+        """Additive attention of query [B, Hd] -> (context [B, M], weights [B, S])."""
+        p = "decoder.attention"
+        v = g.op("reshape", P.w(f"{p}.Va.weight"), shape=(-1,), name=f"{p}.v")
+        return g.op("additive_attention", query, keys, memory, P.w(f"{p}.Wa.weight"), v, src_lengths, outputs=2, name=p)
+
+    def _attentional(self, g, P, h, context):
+        """h~ = act(W_c [context; h] + b) (or [h; context]) for h [..., Hd], context [..., M] -> [..., Ao]."""
+        c = self.config
+        parts = (context, h) if c.concat_order == "context_first" else (h, context)
+        cat = g.op("concat", *parts, axis=-1, name="decoder.concat_input")
+        bias = P.w("decoder.concat.bias") if c.concat_bias else None
+        return linear(g, cat, self.weights, "decoder.concat.weight", bias, activation=c.attentional_activation,
+                      name="decoder.concat")
+
+    def _luong(self, g, h, memory, keys, src_lengths, with_weights: bool, *, step: bool):
+        """Luong (dot/general) attention of h ([B, Hd] or [B, T, Hd]) over the memory -> (context
+        [B, M] or [B, T, M], weights [B, 1, T, S] or None)."""
         c = self.config
         Hd, M = c.decoder_hidden, c.memory_dim
         q = g.op("reshape", h, shape=(0, 1, -1, Hd), name="decoder.query")
@@ -188,19 +250,15 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
                                 name="decoder.attention")
         else:
             ctx, weights = g.op("attention", q, k, v, src_lengths, scale=1.0, name="decoder.attention"), None
-        ctx = g.op("reshape", ctx, shape=(0, M) if step else (0, -1, M), name="decoder.context")
-        parts = (ctx, h) if c.concat_order == "context_first" else (h, ctx)
-        cat = g.op("concat", *parts, axis=-1, name="decoder.concat_input")
-        bias = P.w("decoder.concat.bias") if c.concat_bias else None
-        attended = linear(g, cat, self.weights, "decoder.concat.weight", bias, activation="tanh", name="decoder.concat")
-        return attended, weights
+        return g.op("reshape", ctx, shape=(0, M) if step else (0, -1, M), name="decoder.context"), weights
 
     def build_decoder_full_graph(self):
-        """tgt_ids [B, T], src_lengths [B], memory, keys, init.h.{l} (init.c.{l}) -> logits [B, T, V]
-        (Luong only: teacher forcing in one pass)."""
+        """tgt_ids [B, T], src_lengths [B], memory, keys, the initial states -> logits [B, T, V]
+        (:meth:`has_full_decoder` models only: teacher forcing in one pass)."""
         c = self.config
-        if c.attention == "bahdanau":
-            raise ValueError("Bahdanau attention reads the previous decoder state: it has no full-sequence decoder graph")
+        if not self.has_full_decoder():
+            raise ValueError("this model's decoder step reads its previous step (additive attention, input feeding "
+                             "or a zero initial state): it has no full-sequence decoder graph")
         g = GraphBuilder("decoder_full")
         P = RNNPieces(g, c, self.weights)
         tokens = g.input("tgt_ids", dtype="int", ndim=2)
@@ -208,16 +266,23 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         memory, keys = self._memory_inputs(g)
         init = P.initial_state_inputs()
         out = P.decoder_sequence(P.embed_target(tokens), init)
-        attended, _ = self._luong(g, P, out, memory, keys, src_lengths, False, step=False)
-        P.logits(attended)
+        context, _ = self._luong(g, out, memory, keys, src_lengths, False, step=False)
+        P.logits(self._attentional(g, P, out, context))
         return g.build()
 
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:
-        return state_specs(self.config, batch)
+        c = self.config
+        specs = state_specs(c, batch)
+        if c.query == "current" and c.input_feeding:
+            specs["feed"] = TensorSpec((batch, c.attentional), np.dtype(c.dtype))
+        return specs
 
     def has_full_decoder(self) -> bool:
-        """Luong models run teacher forcing in one pass; Bahdanau's step reads the previous state."""
-        return self.config.attention != "bahdanau"
+        """Luong (dot/general) scoring of the current state without input feeding and with no zero
+        initial state runs teacher forcing in one pass; the rest steps."""
+        c = self.config
+        return (c.attention != "bahdanau" and c.query == "current" and not c.input_feeding
+                and not c.initial_state_zero)
 
 
 __all__ = ["AttentionSeq2SeqConfig", "AttentionSeq2SeqModel"]

@@ -7,15 +7,26 @@ D directions (2 when ``bidirectional``), L ``num_layers`` (encoder and decoder a
 4 LSTM), Hd the decoder hidden size (2H when a bidirectional encoder uses ``bridge="concat"``, else H).
 
 Encoder: ``nn.Embedding`` -> ``nn.GRU``/``nn.LSTM`` (batch-first, L layers, D directions; padded rows
-run with packed-sequence semantics). Its final state initialises the decoder, layer by layer. With a
-bidirectional encoder, layer l's forward and backward final states (``h_n[2l]``, ``h_n[2l+1]``, and
-likewise ``c_n``) are combined by ``bridge``:
+run with packed-sequence semantics). Its final states initialise the decoder (Ld =
+``decoder_layers`` layers, default L) as ``bridge`` says. Per-layer bridges (Ld = L; decoder layer l
+reads encoder layer l's final forward and backward states ``h_n[2l]``, ``h_n[2l+1]``, and likewise
+``c_n``):
 
-- ``"sum"``:    ``h0[l] = h_fwd + h_bwd`` (Hd = H);
+- ``"sum"``:    ``h0[l] = h_fwd + h_bwd`` (Hd = H; a unidirectional encoder's states as they are);
 - ``"concat"``: ``h0[l] = [h_fwd; h_bwd]`` (Hd = 2H; OpenNMT's layout for bidirectional encoders);
 - ``"linear"``: ``h0[l] = act(bridge([h_fwd; h_bwd]))`` with one ``nn.Linear(2H, H)`` shared by the
   layers (``act``: ``bridge_activation``, None or "tanh"); an LSTM's cell state goes through its own
   ``bridge_c`` linear.
+
+One-value bridges (any Ld, any Hd = ``decoder_hidden_size``): one value s [B, Hd] is every decoder
+layer's h0; an LSTM's c0 is s again (``bridge_cell="hidden"``, JoeyNMT) or zeros (``"zeros"``):
+
+- ``"mean"``:       ``s = act(bridge(mean_j m_j))``, the mean of the memory m [B, S, M] over each
+  source's own positions j < src_length (Bahdanau et al. 2015, Nematus; ``bridge.weight`` [Hd, M]);
+- ``"top_linear"``: ``s = act(bridge([h_fwd; h_bwd]))`` of the top encoder layer (JoeyNMT
+  ``init_hidden: bridge``; ``bridge.weight`` [Hd, D*H]);
+- ``"last"``:       ``s = h_fwd`` of the top encoder layer (JoeyNMT ``init_hidden: last``; Hd = H);
+- ``"zeros"``:      h0 = c0 = 0.
 
 Weights (PyTorch ``state_dict`` names and shapes)::
 
@@ -25,15 +36,24 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     encoder.rnn.bias_ih_l{k}[_reverse], bias_hh_...  [G*H]
     bridge.weight [H, 2H], bridge.bias [H]           (bidirectional, bridge="linear")
     bridge_c.weight [H, 2H], bridge_c.bias [H]       (... and cell="lstm")
+    bridge.weight [Hd, M or D*H], bridge.bias [Hd]   (bridge="mean" or "top_linear")
     decoder.embedding.weight                         [Vt, Et]
     decoder.rnn.weight_ih_l{k}                       [G*Hd, decoder input size (k = 0) or Hd]
     decoder.rnn.weight_hh_l{k}                       [G*Hd, Hd]
     decoder.rnn.bias_ih_l{k}, bias_hh_l{k}           [G*Hd]
-    decoder.out.weight [Vt, Ho], decoder.out.bias [Vt]   (Ho: what the architecture projects)
+    decoder.out.weight [Vt, Ho], decoder.out.bias [Vt]   (Ho: what the architecture projects;
+                                                         output_layer="linear")
+  output_layer="mlp" (out(act(out_hidden(x))), act: ``output_activation``), Ho -> K -> Vt:
+    decoder.out_hidden.weight [K, Ho], .bias [K];  decoder.out.weight [Vt, K], .bias [Vt]
+  output_layer="maxout" (Goodfellow et al.; Bahdanau et al.'s readout, pool 2), Ho -> 2K -> K -> Vt:
+    decoder.maxout.weight [2K, Ho], .bias [2K] (unit k = max of rows 2k and 2k+1);
+    decoder.out.weight [Vt, K], .bias [Vt]           (K: ``output_hidden_dim``)
 
 Decoder state (``decoder_state_specs``): ``h.{l}`` [B, Hd] per layer (and ``c.{l}`` for an LSTM),
-zeros before step 0; the encoder graph outputs the bridged initial state as ``init.h.{l}``
-(``init.c.{l}``), which the step graph takes at step 0 in place of ``h.{l}``.
+zeros before step 0; the encoder graph outputs the bridged initial states (:func:`init_sources`:
+``init.h.{l}``/``init.c.{l}`` per layer, or one ``init.h`` for a one-value bridge), which the step
+graph takes at step 0 in place of the state; a state whose initial value is zero has no source
+(the zeros it holds before step 0 are its initial value).
 """
 from __future__ import annotations
 
@@ -47,6 +67,8 @@ from seqjit.models.config import ModelConfig, choice, positive
 from seqjit.models.quantization import SCHEMES
 
 GATES = {"gru": 3, "lstm": 4}
+PER_LAYER_BRIDGES = ("sum", "concat", "linear")
+ONE_VALUE_BRIDGES = ("mean", "top_linear", "last", "zeros")
 
 
 @dataclass
@@ -61,8 +83,14 @@ class RNNConfig(ModelConfig):
     cell: str = choice("gru", ("gru", "lstm"))
     num_layers: int = 1
     bidirectional: bool = False
-    bridge: str = choice("sum", ("sum", "concat", "linear"))
-    bridge_activation: str | None = choice(None, (None, "tanh"))
+    bridge: str = choice("sum", PER_LAYER_BRIDGES + ONE_VALUE_BRIDGES)
+    bridge_activation: str | None = choice(None, (None, "tanh"))  # bridge "linear", "mean", "top_linear"
+    bridge_cell: str | None = choice(None, (None, "hidden", "zeros"))  # an LSTM's c0 under a one-value bridge; None: "hidden"
+    decoder_layers: int | None = None  # Ld; None: num_layers (a per-layer bridge needs Ld = L)
+    decoder_hidden_size: int | None = None  # Hd; None: 2H for bridge "concat" of a bidirectional encoder, else H
+    output_layer: str = choice("linear", ("linear", "mlp", "maxout"))
+    output_hidden_dim: int | None = None  # K of the "mlp" / "maxout" output layer
+    output_activation: str = choice("tanh", ("tanh", "relu", "gelu"))  # "mlp" only
     decoder_input_activation: str | None = choice(None, (None, "relu"))  # the tutorial's DecoderRNN: "relu"
     output_log_softmax: bool = False  # logits are log-probabilities (the tutorial's decoders)
     pad_id: int = 0
@@ -86,7 +114,27 @@ class RNNConfig(ModelConfig):
 
     @property
     def decoder_hidden(self) -> int:
+        if self.decoder_hidden_size is not None:
+            return self.decoder_hidden_size
         return 2 * self.hidden_size if self.bidirectional and self.bridge == "concat" else self.hidden_size
+
+    @property
+    def dec_layers(self) -> int:
+        return self.decoder_layers if self.decoder_layers is not None else self.num_layers
+
+    @property
+    def memory_dim(self) -> int:
+        """M, the width of the memory the decoder reads (here every direction's output, D*H)."""
+        return self.directions * self.hidden_size
+
+    @property
+    def bridge_input(self) -> int | None:
+        """The input width of ``bridge.weight`` (None: no such weight)."""
+        if self.bridge == "mean":
+            return self.memory_dim
+        if self.bridge == "top_linear":
+            return self.directions * self.hidden_size
+        return 2 * self.hidden_size if self.bridge == "linear" and self.bidirectional else None
 
     @property
     def gates(self) -> int:
@@ -98,17 +146,62 @@ class RNNConfig(ModelConfig):
         for key in ("embed_dim", "tgt_embed_dim"):
             if getattr(self, key) is not None:
                 positive(where, **{key: getattr(self, key)})
-        if not self.bidirectional and self.bridge != "sum":
+        for key in ("decoder_layers", "decoder_hidden_size", "output_hidden_dim"):
+            if getattr(self, key) is not None:
+                positive(where, **{key: getattr(self, key)})
+        if not self.bidirectional and self.bridge in ("concat", "linear"):
             raise ConfigError(f"{where}: bridge {self.bridge!r} combines the two directions of a bidirectional "
-                              "encoder; set bidirectional=True or leave bridge at 'sum'")
+                              "encoder; set bidirectional=True or use bridge 'sum', 'mean', 'top_linear', 'last' "
+                              "or 'zeros'")
+        self._validate_bridge(where)
+        self._validate_output(where)
         if self.quantization != "none" and self.dtype != "float32":
             raise ConfigError(f"{where}: quantization {self.quantization!r} needs dtype float32, got {self.dtype}")
-        if self.bridge_activation is not None and self.bridge != "linear":
-            raise ConfigError(f"{where}: bridge_activation applies to bridge='linear' only, got bridge {self.bridge!r}")
+        if self.bridge_activation is not None and self.bridge not in ("linear", "mean", "top_linear"):
+            raise ConfigError(f"{where}: bridge_activation applies to bridge 'linear', 'mean' or 'top_linear', "
+                              f"got bridge {self.bridge!r}")
         for key in ("pad_id", "decoder_start_id", "eos_id"):
             value = getattr(self, key)
             if not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
+
+    def _validate_bridge(self, where: str) -> None:
+        if self.bridge in PER_LAYER_BRIDGES:
+            if self.dec_layers != self.num_layers:
+                raise ConfigError(f"{where}: bridge {self.bridge!r} hands encoder layer l to decoder layer l, so "
+                                  f"decoder_layers ({self.dec_layers}) must equal num_layers ({self.num_layers}); "
+                                  "use a one-value bridge ('mean', 'top_linear', 'last', 'zeros') otherwise")
+            derived = 2 * self.hidden_size if self.bidirectional and self.bridge == "concat" else self.hidden_size
+            if self.decoder_hidden_size not in (None, derived):
+                raise ConfigError(f"{where}: bridge {self.bridge!r} fixes the decoder hidden size at {derived}, got "
+                                  f"decoder_hidden_size {self.decoder_hidden_size}; use bridge 'mean', 'top_linear' "
+                                  "or 'zeros' for another width")
+            if self.bridge_cell is not None:
+                raise ConfigError(f"{where}: bridge_cell applies to the one-value bridges ('mean', 'top_linear', "
+                                  f"'last'), not to bridge {self.bridge!r} (an LSTM's c0 comes from the encoder's c_n)")
+        elif self.bridge == "last" and self.decoder_hidden != self.hidden_size:
+            raise ConfigError(f"{where}: bridge 'last' hands the top encoder layer's forward state ({self.hidden_size}) "
+                              f"to the decoder, so decoder_hidden_size must be {self.hidden_size}, got {self.decoder_hidden}")
+        if self.bridge_cell is not None and self.cell != "lstm":
+            raise ConfigError(f"{where}: bridge_cell sets an LSTM's initial cell state; cell is {self.cell!r}")
+
+    def _validate_output(self, where: str) -> None:
+        if self.output_layer == "linear":
+            if self.output_hidden_dim is not None:
+                raise ConfigError(f"{where}: output_hidden_dim applies to output_layer 'mlp' or 'maxout', "
+                                  "got output_layer 'linear'")
+            return
+        if self.output_hidden_dim is None:
+            raise ConfigError(f"{where}: output_layer {self.output_layer!r} needs output_hidden_dim (its K units)")
+        if self.output_layer == "maxout" and self.quantization != "none":
+            raise ConfigError(f"{where}: output_layer 'maxout' has no quantized form (quantization "
+                              f"{self.quantization!r}); quantize a model with output_layer 'linear' or 'mlp'")
+
+    @property
+    def initial_state_zero(self) -> bool:
+        """Whether some decoder state starts at zero (then teacher forcing steps: see :func:`init_sources`)."""
+        return self.bridge == "zeros" or (self.cell == "lstm" and self.bridge in ONE_VALUE_BRIDGES
+                                          and self.bridge_cell == "zeros")
 
 
 def rnn_keys(layers: int, directions: int) -> list:
@@ -121,9 +214,10 @@ def rnn_keys(layers: int, directions: int) -> list:
     return keys
 
 
-def add_rnn(spec: dict, prefix: str, c: RNNConfig, input_size: int, hidden: int, directions: int) -> None:
+def add_rnn(spec: dict, prefix: str, c: RNNConfig, input_size: int, hidden: int, directions: int,
+            layers: int | None = None) -> None:
     dt, g = np.dtype(c.dtype), c.gates
-    for key in rnn_keys(c.num_layers, directions):
+    for key in rnn_keys(c.num_layers if layers is None else layers, directions):
         layer_in = input_size if "_l0" in key else directions * hidden
         if key.startswith("weight_ih"):
             shape = (g * hidden, layer_in)
@@ -143,6 +237,9 @@ def encoder_spec(c: RNNConfig) -> dict:
         for name in ("bridge", "bridge_c") if c.cell == "lstm" else ("bridge",):
             spec[f"{name}.weight"] = TensorSpec((H, 2 * H), dt)
             spec[f"{name}.bias"] = TensorSpec((H,), dt)
+    elif c.bridge in ("mean", "top_linear"):
+        spec["bridge.weight"] = TensorSpec((c.decoder_hidden, c.bridge_input), dt)
+        spec["bridge.bias"] = TensorSpec((c.decoder_hidden,), dt)
     return spec
 
 
@@ -151,7 +248,13 @@ def decoder_spec(c: RNNConfig, input_size: int, out_features: int) -> dict:
     from ``out_features``."""
     dt, Hd = np.dtype(c.dtype), c.decoder_hidden
     spec = {"decoder.embedding.weight": TensorSpec((c.tgt_vocab_size, c.tgt_embed), dt)}
-    add_rnn(spec, "decoder.rnn", c, input_size, Hd, 1)
+    add_rnn(spec, "decoder.rnn", c, input_size, Hd, 1, c.dec_layers)
+    if c.output_layer != "linear":
+        K = c.output_hidden_dim
+        name, rows = ("decoder.out_hidden", K) if c.output_layer == "mlp" else ("decoder.maxout", 2 * K)
+        spec[f"{name}.weight"] = TensorSpec((rows, out_features), dt)
+        spec[f"{name}.bias"] = TensorSpec((rows,), dt)
+        out_features = K
     spec["decoder.out.weight"] = TensorSpec((c.tgt_vocab_size, out_features), dt)
     spec["decoder.out.bias"] = TensorSpec((c.tgt_vocab_size,), dt)
     return spec
@@ -160,7 +263,20 @@ def decoder_spec(c: RNNConfig, input_size: int, out_features: int) -> dict:
 def state_names(c: RNNConfig) -> list:
     """Decoder state names: ``h.{l}`` (and ``c.{l}`` for an LSTM)."""
     kinds = ("h", "c") if c.cell == "lstm" else ("h",)
-    return [f"{kind}.{l}" for kind in kinds for l in range(c.num_layers)]
+    return [f"{kind}.{l}" for kind in kinds for l in range(c.dec_layers)]
+
+
+def init_sources(c: RNNConfig) -> dict:
+    """Decoder state name -> the encoder output holding its initial value, or None (zeros)."""
+    sources = {}
+    for name in state_names(c):
+        if c.bridge in PER_LAYER_BRIDGES:
+            sources[name] = f"init.{name}"
+        elif c.bridge == "zeros" or (name.startswith("c.") and c.bridge_cell == "zeros"):
+            sources[name] = None
+        else:
+            sources[name] = "init.h"
+    return sources
 
 
 def state_specs(c: RNNConfig, batch: int) -> dict:

@@ -84,7 +84,7 @@ def cell_stack(g, weights: dict, config, x, states: dict):
     """One step of the L decoder cells (like ``RNNPieces.cell_stack``): x [B, I] -> (top hidden
     [B, Hd], new states by name ``h.{l}`` / ``c.{l}``)."""
     new = {}
-    for l in range(config.num_layers):
+    for l in range(config.dec_layers):
         _, x, c_new = layer(g, weights, config.cell, "decoder.rnn", f"_l{l}", x, h0=states[f"h.{l}"],
                             c0=states.get(f"c.{l}"), step=True, name=f"decoder.cell{l}")
         new[f"h.{l}"] = x
@@ -95,11 +95,11 @@ def cell_stack(g, weights: dict, config, x, states: dict):
 
 def decoder_sequence(g, weights: dict, config, x, init: dict):
     """Teacher forcing (like ``RNNPieces.decoder_sequence``): the decoder RNN over x [B, T, I] from
-    the initial states ``init.h.{l}`` (``init.c.{l}``) -> [B, T, Hd]."""
-    layers = range(config.num_layers)
-    c0s = [init[f"init.c.{l}"] for l in layers] if config.cell == "lstm" else None
-    out, _, _ = sequence(g, weights, config.cell, config.num_layers, x, "decoder.rnn", 1,
-                         h0s=[init[f"init.h.{l}"] for l in layers], c0s=c0s, name="decoder.rnn")
+    the initial states (state name ``h.{l}`` / ``c.{l}`` -> value) -> [B, T, Hd]."""
+    layers = range(config.dec_layers)
+    c0s = [init[f"c.{l}"] for l in layers] if config.cell == "lstm" else None
+    out, _, _ = sequence(g, weights, config.cell, config.dec_layers, x, "decoder.rnn", 1,
+                         h0s=[init[f"h.{l}"] for l in layers], c0s=c0s, name="decoder.rnn")
     return out
 
 

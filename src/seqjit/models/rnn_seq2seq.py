@@ -11,7 +11,8 @@ Encoder, bridge, weights and sizes: :mod:`seqjit.models.rnn_common`. Decoder, pe
 Configurations:
 
 - plain ``nn.GRU``/``nn.LSTM`` encoder-decoder: the defaults (``cell``, ``num_layers``,
-  ``bidirectional`` + ``bridge`` as needed);
+  ``bidirectional`` + ``bridge`` as needed; a one-value bridge with ``decoder_layers`` /
+  ``decoder_hidden_size`` for a decoder unlike the encoder; ``output_layer`` "mlp" or "maxout");
 - the PyTorch tutorial ("NLP From Scratch: Translation with a Sequence to Sequence Network and
   Attention") ``EncoderRNN`` + ``DecoderRNN``: ``cell="gru"``, ``decoder_input_activation="relu"``,
   ``output_log_softmax=True`` (its dropout is the identity at inference).
@@ -50,16 +51,16 @@ class RNNSeq2SeqModel(Seq2SeqModel):
 
     def build_encoder_graph(self):
         """src_ids [B, S], src_lengths [B] -> memory [B, S, D*H] (not read by the decoder),
-        init.h.{l} (init.c.{l}) [B, Hd]."""
+        the initial states (``rnn_common.init_sources``) [B, Hd]."""
         g = GraphBuilder("encoder")
         P = RNNPieces(g, self.config, self.weights)
-        out, hs, cs = P.encoder()
+        out, h_n, c_n, lengths = P.encoder_rnn()
         g.output(out, name=MEMORY)
-        P.output_initial_states(hs, cs)
+        P.output_initial_states(out, h_n, c_n, lengths)
         return g.build()
 
     def build_decoder_step_graph(self, with_attention: bool = False):
-        """prev_tokens [B], step [], src_lengths [B], init.h.{l} (init.c.{l}), h.{l} (c.{l}) [B, Hd]
+        """prev_tokens [B], step [], src_lengths [B], the initial states, h.{l} (c.{l}) [B, Hd]
         -> logits [B, V], next.h.{l} (next.c.{l})."""
         if with_attention:
             raise ValueError("rnn_seq2seq has no attention over the source (the decoder only sees the encoder's "
@@ -73,13 +74,17 @@ class RNNSeq2SeqModel(Seq2SeqModel):
         return g.build()
 
     def build_decoder_full_graph(self):
-        """tgt_ids [B, T], init.h.{l} (init.c.{l}) [B, Hd] -> logits [B, T, V] (teacher forcing)."""
+        """tgt_ids [B, T], the initial states [B, Hd] -> logits [B, T, V] (teacher forcing)."""
         g = GraphBuilder("decoder_full")
         P = RNNPieces(g, self.config, self.weights)
         tokens = g.input("tgt_ids", dtype="int", ndim=2)
         init = P.initial_state_inputs()
         P.logits(P.decoder_sequence(P.embed_target(tokens), init))
         return g.build()
+
+    def has_full_decoder(self) -> bool:
+        """Teacher forcing runs in one pass unless a decoder state starts at zero (then it steps)."""
+        return not self.config.initial_state_zero
 
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:
         return state_specs(self.config, batch)
