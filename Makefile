@@ -1,7 +1,7 @@
 # Convenience targets; the README's two Quickstart commands work without make.
 PY ?= python3
 
-.PHONY: install dev test test-all bench demo g2p-train g2p-eval clean
+.PHONY: install dev test test-all test-toolkits bench demo g2p-train g2p-eval clean
 
 install:            ## install seqjit (builds the Cython kernels)
 	$(PY) -m pip install .
@@ -12,8 +12,11 @@ dev:                ## editable install with test extras
 test:               ## the CI test run (same as .ci/run)
 	bash .ci/run
 
-test-all:           ## including the slow, real-size model tests
-	$(PY) -m pytest -q
+test-all:           ## including the slow, real-size model tests (not the toolkit ones: make test-toolkits)
+	$(PY) -m pytest -q -m "not toolkit"
+
+test-toolkits:      ## against JoeyNMT's and OpenNMT-py's own code (installs them: they replace CTranslate2 4 with 3)
+	$(PY) -m pip install '.[toolkits]' && $(PY) -m pytest -q -m toolkit
 
 bench:              ## every benchmark, peers in the same run
 	$(PY) -m pytest benchmarks --benchmark-enable --benchmark-only -q --benchmark-columns=median,iqr,rounds --benchmark-sort=name

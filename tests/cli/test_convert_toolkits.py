@@ -1,7 +1,7 @@
 """``seqjit convert W.safetensors OUT --from joeynmt|opennmt --config OPTIONS``: a toolkit's RNN
 state dict (exported to safetensors) and its own options give the model that
 :func:`seqjit.convert.from_joeynmt` / ``from_opennmt`` give. The toolkit models come from the
-model tests' builders (each toolkit's own model builder); skipped when a toolkit is not installed."""
+model tests' builders (each toolkit's own model builder); marked ``toolkit`` (``pip install '.[toolkits]'``)."""
 import importlib.util
 import json
 from pathlib import Path
@@ -21,9 +21,9 @@ def _module(name):
     return module
 
 
+@pytest.mark.toolkit
 @pytest.mark.parametrize("toolkit,case", [("joeynmt", "lstm-luong-last-2x2"), ("opennmt", "brnn-gru-1-mlp-feed")])
 def test_convert_from_toolkit(cli, tmp_path, toolkit, case):
-    pytest.importorskip({"joeynmt": "joeynmt", "opennmt": "onmt"}[toolkit])
     from safetensors.torch import save_file
 
     tests = _module(f"test_{toolkit}_rnn")

@@ -2,7 +2,7 @@
 weights), imported with :func:`seqjit.convert.from_joeynmt` from the in-memory ``state_dict``, and
 checked against JoeyNMT's own code: teacher-forced logits and attention (``Model(return_type=
 "decode")``), ``search.recurrent_greedy`` ids and ``search.beam_search`` ids (beam 4, no length
-penalty). Skipped when ``joeynmt`` is not installed.
+penalty). Marked ``toolkit`` (needs ``pip install '.[toolkits]'``).
 
 JoeyNMT's searches never emit ``<s>`` or ``<pad>`` and end no hypothesis at step 0; seqjit's
 decoding bans only the pad token and has no option for more yet (issue 23, item 3), so the test
@@ -14,14 +14,25 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("joeynmt")
-from joeynmt.model import build_model  # noqa: E402
-from joeynmt.search import beam_search, recurrent_greedy  # noqa: E402
-from joeynmt.vocabulary import Vocabulary  # noqa: E402
+import torch
 
-from seqjit.convert import from_joeynmt  # noqa: E402
-from seqjit.errors import ConfigError  # noqa: E402
+from seqjit.convert import from_joeynmt
+from seqjit.errors import ConfigError
+
+#: JoeyNMT's own code: not in the test extra (it would change the benchmark peers' packages), so these
+#: tests are deselected from the default run; ``pip install '.[toolkits]'`` then ``pytest -m toolkit``
+pytestmark = pytest.mark.toolkit
+
+
+def _joeynmt():
+    """JoeyNMT's builder, searches and vocabulary, imported when a test runs (the module is collected
+    without JoeyNMT)."""
+    from joeynmt.model import build_model
+    from joeynmt.search import beam_search, recurrent_greedy
+    from joeynmt.vocabulary import Vocabulary
+
+    return SimpleNamespace(build_model=build_model, beam_search=beam_search, recurrent_greedy=recurrent_greedy,
+                           Vocabulary=Vocabulary)
 
 UNK, PAD, BOS, EOS = 0, 1, 2, 3
 TOL = 1e-4
@@ -57,10 +68,10 @@ def joey_config(rnn_type, attention, init_hidden, num_layers=1, enc_layers=None,
 
 def build(name, seed=0):
     cfg = joey_config(**CASES[name])
-    src_vocab = Vocabulary([f"s{i}" for i in range(9)], SPECIALS)
-    trg_vocab = Vocabulary([f"t{i}" for i in range(11)], SPECIALS)
+    src_vocab = _joeynmt().Vocabulary([f"s{i}" for i in range(9)], SPECIALS)
+    trg_vocab = _joeynmt().Vocabulary([f"t{i}" for i in range(11)], SPECIALS)
     torch.manual_seed(seed)
-    joey = build_model(cfg, src_vocab=src_vocab, trg_vocab=trg_vocab).eval()
+    joey = _joeynmt().build_model(cfg, src_vocab=src_vocab, trg_vocab=trg_vocab).eval()
     return joey, cfg, from_joeynmt(joey.state_dict(), cfg)
 
 
@@ -103,8 +114,8 @@ def test_joeynmt_model_matches(name, joey_bans):
         out, hidden, mask = joey_encode(joey, ids, lengths)
         logits, _, att, _ = joey(return_type="decode", encoder_output=out, encoder_hidden=hidden, src_mask=mask,
                                  trg_input=torch.tensor(tgt), unroll_steps=tgt.shape[1])
-        greedy = recurrent_greedy(mask, MAX_LEN, joey, out, hidden)[0].numpy()
-        beam = beam_search(joey, 4, out, hidden, mask, MAX_LEN, alpha=-1)[0].numpy()
+        greedy = _joeynmt().recurrent_greedy(mask, MAX_LEN, joey, out, hidden)[0].numpy()
+        beam = _joeynmt().beam_search(joey, 4, out, hidden, mask, MAX_LEN, alpha=-1)[0].numpy()
     got = model.logits(ids, tgt, lengths)
     assert np.abs(got - logits.numpy()).max() <= TOL
     state = model.start(ids, lengths, max_length=tgt.shape[1])
