@@ -159,3 +159,18 @@ def test_unsupported_t5_options_are_named(tmp_path, changes, match):
         return
     with pytest.raises(ModelFormatError, match=match):
         seqjit.from_hf(tmp_path)
+
+
+def test_convert_round_trip(t5_pair, tmp_path):
+    """``seqjit convert`` of a T5 directory loads back to the same model (config, weights, logits)."""
+    from seqjit.commands.convert import convert
+
+    hf, model = t5_pair("gated_gelu")
+    path = tmp_path / "hf"
+    hf.save_pretrained(path, safe_serialization=True)
+    convert(path, tmp_path / "out")
+    again = seqjit.load(tmp_path / "out")
+    assert again.config == model.config
+    src, mask, tgt, lengths = _batch()
+    np.testing.assert_array_equal(again.logits(src.numpy(), tgt.numpy(), lengths.numpy()),
+                                  model.logits(src.numpy(), tgt.numpy(), lengths.numpy()))
