@@ -234,7 +234,7 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     """Plain greedy decoding of a batch of fewer than ``COMPACT_MIN_ROWS`` rows through the model's
     :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not apply."""
     if ids.shape[0] >= native_greedy.COMPACT_MIN_ROWS or not native_greedy.eligible(model, opts, None) \
-            or opts.forced_bos_id is not None or getattr(model, "replay", None) == "python" \
+            or opts.forces_tokens or getattr(model, "replay", None) == "python" \
             or not _runs_base_decode(type(model)):
         return None
     pool = model.__dict__.get("_greedy_runners")
