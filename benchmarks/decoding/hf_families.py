@@ -115,13 +115,13 @@ def engine(family: str, name: str, threads: int):
     return run
 
 
-def measure(family: str, name: str, threads: int) -> dict:
+def measure(family: str, name: str, threads: int, beams=(1, 4)) -> dict:
     run = engine(family, name, threads)
     vocab = FAMILIES[family][2]["vocab_size"]
     eos = SPECIAL[family][2]
     rng = np.random.default_rng(0)
     results = {}
-    for beam in (1, 4):
+    for beam in beams:
         for batch in (1, 16):
             srcs = [rng.integers(4, vocab - 1, SRC_LEN - 1).tolist() + [eos] for _ in range(batch)]
             run(srcs, beam)  # warm-up (plans, caches)
@@ -141,21 +141,26 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--all", action="store_true")
     parser.add_argument("--families", default="bart,m2m_100,t5")
+    parser.add_argument("--threads-list", default="1,2", help="with --all: the thread counts tried")
+    parser.add_argument("--beams", default="1,4")
     args = parser.parse_args()
+    beams = [int(b) for b in args.beams.split(",")]
     if not args.all:
-        print(json.dumps(measure(args.family, args.engine, args.threads)))
+        print(json.dumps(measure(args.family, args.engine, args.threads, beams)))
         return
+    counts = [int(t) for t in args.threads_list.split(",")]
     for family in args.families.split(","):
         prepare(family)
         table = {}
         for name in ("seqjit", "ctranslate2"):
-            for threads in (1, 2):
+            for threads in counts:
                 out = subprocess.run([sys.executable, __file__, "--family", family, "--engine", name, "--threads",
-                                      str(threads)], check=True, capture_output=True, text=True).stdout
+                                      str(threads), "--beams", args.beams], check=True, capture_output=True,
+                                     text=True).stdout
                 table[(name, threads)] = json.loads(out.strip().splitlines()[-1])
-        print(f"\n{family} (tokens/s, median of {ROUNDS}; best of 1 and 2 threads)")
-        for case in table[("seqjit", 1)]:
-            best = {n: max(table[(n, t)][case] for t in (1, 2)) for n in ("seqjit", "ctranslate2")}
+        print(f"\n{family} (tokens/s, median of {ROUNDS}; best of {counts} threads)")
+        for case in table[("seqjit", counts[0])]:
+            best = {n: max(table[(n, t)][case] for t in counts) for n in ("seqjit", "ctranslate2")}
             print(f"  {case:<16} seqjit {best['seqjit']:8.1f}  ctranslate2 {best['ctranslate2']:8.1f}  "
                   f"ratio {best['seqjit'] / best['ctranslate2']:.2f}x", flush=True)
 

@@ -185,3 +185,32 @@ def test_convert_and_inspect(hf_family, tmp_path, family):
     src, mask, tgt, lengths = _batch(again)
     _, want = _reference(hf, src, mask, tgt)
     _close(again.logits(src.numpy(), tgt.numpy(), lengths.numpy()), want, "teacher-forced")
+
+
+BASE = {  # the real models' dimensions (random weights, transformers' default init)
+    "bart": dict(vocab_size=50265, d_model=768, encoder_layers=6, decoder_layers=6, encoder_attention_heads=12,
+                 decoder_attention_heads=12, encoder_ffn_dim=3072, decoder_ffn_dim=3072, max_position_embeddings=1024),
+    "m2m_100": dict(vocab_size=128112, d_model=1024, encoder_layers=12, decoder_layers=12, encoder_attention_heads=16,
+                    decoder_attention_heads=16, encoder_ffn_dim=4096, decoder_ffn_dim=4096, max_position_embeddings=1024),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(BASE))
+def test_base_sized_models(tmp_path, family):
+    """bart-base and m2m100_418M dimensions: logits and greedy ids against transformers."""
+    from .conftest import _classes
+
+    config_class, model_class = _classes(family)
+    torch.manual_seed(0)
+    hf = model_class(config_class(**BASE[family])).eval()
+    hf.save_pretrained(tmp_path, safe_serialization=True)
+    model = seqjit.from_hf(tmp_path)
+    src, mask, tgt, lengths = _batch(model, src_len=12, tgt_len=6)
+    _, want = _reference(hf, src, mask, tgt)
+    _close(model.logits(src.numpy(), tgt.numpy(), lengths.numpy()), want, "teacher-forced")
+    sources = [s[:n].tolist() for s, n in zip(src, lengths)]
+    from .test_hf_families_generate import hf_generate
+
+    ref = hf_generate(hf, model, sources, num_beams=1)
+    assert [r.ids[0] for r in model.generate(sources, max_length=10)] == [ids for ids, _ in ref]

@@ -28,9 +28,10 @@ def hf_generate(hf, model, sources, **kwargs):
     for i, s in enumerate(sources):
         ids[i, :len(s)] = torch.tensor(s)
         mask[i, :len(s)] = 1
+    kwargs.setdefault("max_new_tokens", MAX_NEW)
     with torch.inference_mode():
         out = hf.generate(input_ids=ids, attention_mask=mask, bad_words_ids=[[pad]], do_sample=False,
-                          max_new_tokens=MAX_NEW, return_dict_in_generate=True, output_scores=True, **kwargs)
+                          return_dict_in_generate=True, output_scores=True, **kwargs)
     results = []
     for i, seq in enumerate(out.sequences[:, 1:].tolist()):
         cut = seq.index(model.eos_id) if model.eos_id in seq else len(seq)
@@ -96,3 +97,24 @@ def test_generate_with_ngram_ban_matches_transformers(hf_family, family):
     for beam in (1, 4):
         ref = hf_generate(hf, model, sources, num_beams=beam, no_repeat_ngram_size=2)
         _check(model, sources, ref, beam_size=beam, no_repeat_ngram_size=2)
+
+
+@pytest.mark.parametrize("max_new", [1, 2, 5])
+@pytest.mark.parametrize("beam", [1, 4])
+def test_forced_first_and_last_tokens_at_short_lengths(hf_family, beam, max_new):
+    """BART forces its end token at the last step; with a forced first token too, at 1 token the end
+    token wins (transformers applies it last). Small and large batches, both replays."""
+    hf, model, _ = hf_family("bart")
+    sources = _sources(20, model.target_vocab_size, seed=11)
+    for bos in (None, 7):
+        extra = {} if bos is None else {"forced_bos_token_id": bos}
+        ref = hf_generate(hf, model, sources, num_beams=beam, max_new_tokens=max_new, min_new_tokens=max_new, **extra)
+        opts = dict(beam_size=beam, max_length=max_new, min_length=max_new, forced_bos_id=bos)
+        for replay in (None, "python"):
+            model.set_replay(replay)
+            try:
+                for part in (sources, sources[:2]):
+                    got = [r.ids[0] for r in model.generate(part, **opts)]
+                    assert got == [ids for ids, _ in ref[:len(part)]], (bos, replay, len(part))
+            finally:
+                model.set_replay(None)

@@ -26,8 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqjit.convert.hf_marian import _ACTIVATIONS
-from seqjit.convert.hf_rules import Reader, decoding_rules
+from seqjit.convert.hf_rules import ACTIVATIONS, Reader, decoding_rules
 from seqjit.convert.hf_transformer import load_transformer
 from seqjit.errors import ModelFormatError
 
@@ -65,9 +64,9 @@ def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "f
     if hf.flag("is_decoder", False):
         raise ModelFormatError(f"{where}: 'is_decoder' true (a decoder-only {model_type}) is not supported")
     activation = hf.get("activation_function", family.activation)
-    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ModelFormatError(f"{where}: activation_function {repr(activation)[:60]} is not supported; supported: "
-                               f"{sorted(_ACTIVATIONS)}")
+                               f"{sorted(ACTIVATIONS)}")
     pad = hf.token("pad_token_id", required=True)
     rules = decoding_rules(directory, hf, pad)
     vocab = hf.get("vocab_size", required=True)
@@ -77,7 +76,7 @@ def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "f
         encoder_heads=hf.get("encoder_attention_heads", required=True),
         decoder_heads=hf.get("decoder_attention_heads", required=True),
         encoder_ffn_dim=hf.get("encoder_ffn_dim", required=True), decoder_ffn_dim=hf.get("decoder_ffn_dim", required=True),
-        activation=_ACTIVATIONS[activation], norm_first=family.norm_first, layer_norm_eps=1e-5,
+        activation=ACTIVATIONS[activation], norm_first=family.norm_first, layer_norm_eps=1e-5,
         scale_embedding=hf.flag("scale_embedding", family.scale_embedding), positions=family.positions,
         position_layout=family.layout, max_positions=hf.get("max_position_embeddings", 1024),
         position_offset=pad + 1 if family.offset is None else family.offset,

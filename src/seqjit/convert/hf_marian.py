@@ -16,11 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from seqjit.convert.hf_rules import ACTIVATIONS
 from seqjit.convert.hf_transformer import load_transformer
 from seqjit.errors import ModelFormatError
-
-_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                "gelu_fast": "gelu_tanh", "swish": "silu", "silu": "silu"}
 
 
 def _first(value):
@@ -43,9 +41,9 @@ def marian_config(hf: dict, where: str, dtype: str = "float32") -> dict:
         return value
 
     activation = get("activation_function", "gelu")
-    if not isinstance(activation, str) or activation not in _ACTIVATIONS:
+    if not isinstance(activation, str) or activation not in ACTIVATIONS:
         raise ModelFormatError(f"{where}: activation_function {repr(activation)[:60]} is not supported; supported: "
-                               f"{sorted(_ACTIVATIONS)}")
+                               f"{sorted(ACTIVATIONS)}")
     vocab = get("vocab_size", required=True)
     share = flag("share_encoder_decoder_embeddings", True)
     tgt_vocab = vocab if share else (get("decoder_vocab_size") or vocab)
@@ -55,7 +53,7 @@ def marian_config(hf: dict, where: str, dtype: str = "float32") -> dict:
         encoder_layers=get("encoder_layers", required=True), decoder_layers=get("decoder_layers", required=True),
         encoder_heads=get("encoder_attention_heads", required=True), decoder_heads=get("decoder_attention_heads", required=True),
         encoder_ffn_dim=get("encoder_ffn_dim", required=True), decoder_ffn_dim=get("decoder_ffn_dim", required=True),
-        activation=_ACTIVATIONS[activation], norm_first=flag("normalize_before", False), layer_norm_eps=1e-5,
+        activation=ACTIVATIONS[activation], norm_first=flag("normalize_before", False), layer_norm_eps=1e-5,
         scale_embedding=flag("scale_embedding", False), positions="sinusoidal", position_layout="halves",
         max_positions=get("max_position_embeddings", 1024), share_embeddings=share,
         tie_output=flag("tie_word_embeddings", True), final_logits_bias=True,

@@ -1,5 +1,6 @@
 """Reading a Hugging Face ``config.json`` / ``generation_config.json`` for the importers: typed look-ups
-whose errors name the file and key, and the decoding rules ``transformers.generate`` takes from them.
+whose errors name the file and key, the activation names, and the decoding rules
+``transformers.generate`` takes from them.
 
 Decoding rules come from ``generation_config.json`` where present (else ``config.json``), key by key
 falling back to ``config.json``: ``eos_token_id``, ``decoder_start_token_id`` (else ``bos_token_id``,
@@ -15,6 +16,9 @@ from pathlib import Path
 from seqjit.errors import ModelFormatError
 
 GENERATION_CONFIG = "generation_config.json"
+#: Hugging Face ``activation_function`` names -> seqjit activations
+ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+               "gelu_fast": "gelu_tanh", "swish": "silu", "silu": "silu"}
 
 
 class Reader:

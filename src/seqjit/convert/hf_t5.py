@@ -24,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from seqjit.convert.common import cast_floats, read_hf_weights, unused_error
-from seqjit.convert.hf_marian import _ACTIVATIONS
-from seqjit.convert.hf_rules import Reader, decoding_rules
+from seqjit.convert.hf_rules import ACTIVATIONS, Reader, decoding_rules
 from seqjit.errors import ModelFormatError
 
 _ATTENTION = {"self_attn": (0, "SelfAttention"), "encoder_attn": (1, "EncDecAttention")}
@@ -63,10 +62,10 @@ def _activation(hf: Reader) -> tuple:
     if not parts or len(parts) > 2 or (len(parts) == 2 and parts[0] != "gated"):
         raise ModelFormatError(f"{hf.where}: feed_forward_proj {repr(proj)[:60]} is not supported")
     act = "gelu_new" if proj == "gated-gelu" else parts[-1]
-    if act not in _ACTIVATIONS:
+    if act not in ACTIVATIONS:
         raise ModelFormatError(f"{hf.where}: feed_forward_proj {proj!r}: activation {act!r} is not supported; "
-                               f"supported: {sorted(_ACTIVATIONS)}")
-    return _ACTIVATIONS[act], len(parts) == 2
+                               f"supported: {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[act], len(parts) == 2
 
 
 def t5_config(hf_dict: dict, directory: Path, untied: bool, dtype: str = "float32") -> dict:

@@ -281,7 +281,7 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not apply."""
     native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, None)
     if ids.shape[0] * opts.beam_size >= native_greedy.COMPACT_MIN_ROWS or not native \
-            or (opts.forced_bos_id is not None and opts.beam_size == 1) or getattr(model, "replay", None) == "python" \
+            or (opts.forces_tokens and opts.beam_size == 1) or getattr(model, "replay", None) == "python" \
             or not _runs_base_decode(type(model)):
         return None
     pool = model.__dict__.get("_greedy_runners")

@@ -4,7 +4,7 @@ under the banned tokens and the token fed back all run in :func:`seqjit.graph._n
 
 Used by :func:`seqjit.decoding.generate` for greedy search and for sampling (temperature, top-k,
 top-p, with ``min_length`` and the suppressed tokens) without a repetition penalty, n-gram ban,
-forced end token, attention output or per-token callback (those run in the Python loop), not under
+attention output or per-token callback (those run in the Python loop), not under
 ``seqjit.profile()`` (which times every step's nodes), when the model's step plan is lowered to
 native code; otherwise :func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
 ``greedy_search`` (sampling: drawn from the same Philox stream of (seed, source row, step), so a
@@ -27,13 +27,15 @@ from .results import GenerationResult
 
 
 def eligible(model, options, callback) -> bool:
-    """Greedy search or sampling with no repetition penalty, n-gram ban, forced end token, attention
-    or callback, of a model whose step is the base class's (a model that overrides ``step`` decodes
-    through it, in the Python loop); a forced first token (``forced_bos_id``) is taken before the
-    native loop starts."""
+    """Greedy search or sampling with no repetition penalty, n-gram ban, attention or callback, of a
+    model whose step is the base class's (a model that overrides ``step`` decodes through it, in the
+    Python loop). Forced tokens are applied around the native loop: a forced first token
+    (``forced_bos_id``) by one Python step before it, a forced last token (``forced_eos_id``) by
+    stopping it one step short and appending the token to the rows still running (the forced token's
+    log-probability is 0, as in the score processors)."""
     return (type(model).step is Seq2SeqModel.step and callback is None and not profiler.active()
             and options.beam_size == 1 and options.repetition_penalty == 1.0
-            and options.no_repeat_ngram_size == 0 and not options.return_attention and options.forced_eos_id is None)
+            and options.no_repeat_ngram_size == 0 and not options.return_attention)
 
 
 #: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a
@@ -45,7 +47,8 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
     """Decode every row of the fresh ``state``; None when the step plan has no native form.
     ``sources``: each row's index in the caller's batch (what sampling draws are keyed by; default
     the row itself)."""
-    batch, steps = state.batch, options.max_length
+    forced_eos = options.forced_eos_id
+    batch, steps = state.batch, options.max_length - (forced_eos is not None)  # the tokens the native loop picks
     if options.sampling:
         seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
         sources = np.arange(batch, dtype=np.int64) if sources is None else np.asarray(sources, np.int64)
@@ -58,7 +61,7 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
     scores = np.zeros(batch if options.return_scores else 0, np.float64)
     rows = np.arange(batch)                          # the source row of each state row
     prev = np.full(batch, model.decoder_start_id, np.int64)
-    if options.forced_bos_id is not None:  # the first token is the rule's (log-probability 0): one Python step
+    if options.forced_bos_id is not None and steps:  # the rule's first token (log-probability 0): one Python step
         feeds = model.step_feeds(state, prev)
         if model.step_plan(state, "decoder_step", feeds).native_replay(feeds) is None:
             return None  # before the step: the Python loop then decodes from a fresh state
@@ -67,8 +70,8 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
         ids[:, 0] = prev
         if options.forced_bos_id == eos or steps == 1:
             lengths[:] = 1
-            return greedy_results(ids, lengths, scores if options.return_scores else None, eos)
-    while True:
+            return _results(ids, lengths, scores, options, eos)
+    while steps:
         feeds = model.step_feeds(state, prev)
         plan = model.step_plan(state, "decoder_step", feeds)
         native = plan.native_replay(feeds)
@@ -106,6 +109,18 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
         state.reorder(keep)
         rows = rows[keep]
         prev = part_ids[keep, state.step - 1].copy()
+    return _results(ids, lengths, scores, options, eos)
+
+
+def _results(ids, lengths, scores, options, eos: int) -> list:
+    """The results, with ``options.forced_eos_id`` appended to every row the loop stopped at its width
+    (``ids.shape[1]`` = max_length - 1) without an end token."""
+    if options.forced_eos_id is not None:
+        batch, width = ids.shape
+        cut = np.ones(batch, bool) if width == 0 else (lengths == width) & (ids[:, width - 1] != eos)
+        ids = np.concatenate([ids, np.zeros((batch, 1), np.int64)], axis=1)
+        ids[cut, width] = options.forced_eos_id
+        lengths = np.where(cut, width + 1, lengths)
     return greedy_results(ids, lengths, scores if options.return_scores else None, eos)
 
 

@@ -77,7 +77,7 @@ def apply_forced(scores: np.ndarray, generated: int, options) -> None:
     token = None
     if generated == 0 and options.forced_bos_id is not None:
         token = options.forced_bos_id
-    elif generated == options.max_length - 1 and options.forced_eos_id is not None:
+    if generated == options.max_length - 1 and options.forced_eos_id is not None:  # applied last, as transformers
         token = options.forced_eos_id
     if token is not None:
         scores[:] = NEG_INF

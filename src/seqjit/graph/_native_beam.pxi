@@ -44,7 +44,7 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
 
     ``step`` reads ``prev`` [S*K] and ``stepv`` [] and writes ``logits`` [S*K, V]; ``writeback``
     copies the recurrent state back. ``forced_bos`` / ``forced_eos`` (-1: none): the token step 0 /
-    step max_len - 1 must take. ``state``: the decoder state arrays (C-contiguous, batch first)
+    step max_len - 1 must take (the end token when both apply, as processors.apply_forced). ``state``: the decoder state arrays (C-contiguous, batch first)
     that move with their beam; ``layout`` int64 [len(state), 3]: chunks per row, chunk bytes, bytes
     per time step (0: no time axis, the whole chunk is used). ``run_tokens``/``fin_tokens`` int64
     [2, S, K, max_len] (buffer ``cur`` holds the histories), ``run_scores``/``fin_scores`` float32
@@ -114,7 +114,8 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
                         break
                     sj_process_row(lg + b * ld, V, runt + cur * plane + b * T, t, start_id,
                                    <float>repetition_penalty, ngram, eos, min_length, bn, nb,
-                                   forced_bos if t == 0 else (forced_eos if t == max_len - 1 else -1), hist)
+                                   forced_eos if (t == max_len - 1 and forced_eos >= 0) else (forced_bos if t == 0 else -1),
+                                   hist)
                 if rc:
                     break
                 sj_beam_topk_source(lg + s * K * ld, ld, K, V, rsc + s * K, 2 * K, cand_s, cand_i)

@@ -13,9 +13,9 @@ attention size heads * head_dim, not d_model), no ``projection_bias``, no ``atte
 (no 1/sqrt(head_dim)), ``ffn_gated`` (fc2(act(fc1 x) * fc1_gate x)), ``positions`` "relative" (one
 bucketed bias table per side, ``relative_buckets`` / ``relative_max_distance``, computed once per
 graph and shared by the layers; cross-attention has none) and ``output_scale`` (the decoder output
-times d_model**-0.5 before a tied projection). Decoding rules: ``forced_bos_id`` (the first generated token, e.g. the target
-language of mBART-50/M2M100/NLLB) and ``forced_eos_id`` (the token forced at the last allowed step,
-BART/Pegasus), both None when the model has none.
+times d_model**-0.5 before a tied projection). Decoding rules: ``forced_bos_id`` (the first
+generated token, e.g. the target language of mBART-50/M2M100/NLLB) and ``forced_eos_id`` (the token
+forced at the last allowed step, BART/Pegasus), both None when the model has none.
 
 Weights (names follow Hugging Face BART/Marian), E = d_model, F = ffn dim::
 
@@ -31,11 +31,11 @@ Weights (names follow Hugging Face BART/Marian), E = d_model, F = ffn dim::
     {encoder,decoder}.layer_norm.{weight,bias} [E]                                   (final norms)
     {encoder,decoder}.relative_attention_bias.weight [relative_buckets, heads]      (relative)
     ...layers.{i}.fc1_gate.weight [F, E]                                             (ffn_gated)
+    lm_head.weight [Vt, E]                  (unless tie_output)
+    final_logits_bias [Vt]                  (final_logits_bias)
 
 With ``norm`` "rms" a norm has no bias; without ``projection_bias`` no projection has one; with
 ``head_dim`` set, q/k/v are [H * head_dim, E] and out_proj [E, H * head_dim].
-    lm_head.weight [Vt, E]                  (unless tie_output)
-    final_logits_bias [Vt]                  (final_logits_bias)
 
 Graphs: see :mod:`seqjit.models.transformer_graphs`; the decoder-step contract is in
 :mod:`seqjit.models.base`. :meth:`TransformerModel.logits` runs teacher forcing through a
@@ -129,8 +129,8 @@ class TransformerConfig(ModelConfig):
                               f"every previous token as a position), both are {self.pad_id}")
         if self.positions == "relative":
             positive(where, relative_buckets=self.relative_buckets, relative_max_distance=self.relative_max_distance)
-            if self.relative_buckets < 4 or 2 * self.relative_max_distance < self.relative_buckets:
-                raise ConfigError(f"{where}: relative_buckets must be >= 4 and at most 2 * relative_max_distance, got "
+            if self.relative_buckets < 4 or 2 * self.relative_max_distance <= self.relative_buckets:
+                raise ConfigError(f"{where}: relative_buckets must be >= 4 and below 2 * relative_max_distance, got "
                                   f"{self.relative_buckets} and {self.relative_max_distance}")
         if self.output_scale != 1.0 and not self.decoder_final_norm:
             raise ConfigError(f"{where}: output_scale needs decoder_final_norm (it is folded into that norm's weight)")

@@ -5,6 +5,11 @@ M the decoder state's max_length. Weight names are those of
 :meth:`seqjit.models.transformer.TransformerModel.weight_spec`. The builders emit separate
 ``linear`` and activation nodes and one ``linear`` per projection; the executor's passes fuse the
 activations and merge Q/K/V (and every layer's cross-attention K/V) into single GEMMs.
+
+Positions: rows of a table (``position_rows`` / ``position_at`` from ``position_offset``), rows counted
+over non-pad tokens (``padded_positions``, M2M100; the step uses ``position_at``: the previous tokens
+are never pad), or T5's relative bias (``relative_bias`` once per encoder / full-decoder graph,
+``relative_bias_at`` once per step; every self-attention layer adds it through ``biased_attention``).
 """
 from __future__ import annotations
 
