@@ -91,3 +91,15 @@ def test_a_step_plan_without_native_form_streams_from_the_python_loop(pairs, mon
     assert [t.token for t in native.generate_stream(src, max_length=9)] == \
         [t.token for t in python.generate_stream(src, max_length=9)]
     assert not steppers
+
+
+def test_forced_tokens_stream_through_the_python_loop(pairs, steppers):
+    """The native stepper applies no forced-token rule: with one, the Python loop streams, and the
+    forced tokens come first and last."""
+    native, _, high = pairs["marian"]
+    source = list(rng.integers(3, high, 6))
+    tokens = [t.token for t in native.generate_stream(source, max_length=5, forced_bos_id=7, forced_eos_id=9)]
+    assert not steppers
+    assert tokens[0] == 7 and tokens[-1] in (9, native.eos_id)
+    assert tokens == native.generate([source], max_length=5, forced_bos_id=7, forced_eos_id=9)[0].ids[0] + \
+        ([native.eos_id] if tokens[-1] == native.eos_id else [])

@@ -400,7 +400,8 @@ def generate_stream(model, source, **options):
     state = model.start(ids, lens, max_length=opts.max_length)
     try:
         tokens = None
-        if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None):
+        if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None) \
+                and not opts.forces_tokens:
             tokens = native_stream(model, state, opts, _suppressed(model))
         if tokens is None:
             tokens = greedy_search(model, state, opts, suppressed=_suppressed(model))

@@ -17,12 +17,11 @@ from __future__ import annotations
 import numpy as np
 
 from seqjit.graph import _native_vm, profiler
-from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
-from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, STEP, Seq2SeqModel
+from seqjit.models.base import Seq2SeqModel
 
 from .beam import _NEG, _results
-from .native_greedy import COMPACT_MIN_ROWS
+from .native_greedy import COMPACT_MIN_ROWS, bind_step
 
 #: the widest beam the native loop keeps (kernels/beam/_native.pxi: SJ_BEAM_MAXK)
 MAX_BEAM = 128
@@ -106,27 +105,18 @@ def native_beam(model, state, options, suppressed) -> list | None:
     src = np.arange(n_src)                      # the source of each group of K state rows
     prev = np.full(n_src * K, model.decoder_start_id, np.int64)
     while True:
-        feeds = model.step_feeds(state, prev)
-        plan = model.step_plan(state, "decoder_step", feeds)
-        native = plan.native_replay(feeds)
-        if native is None:
+        bound = bind_step(model, state, prev)
+        if bound is None:
             if search.t:
                 raise RuntimeError("the step plan of a compacted batch did not lower")  # not reached
             return None
-        arrays = native.bind(feeds)
-        try:
-            copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
-        except Unsupported:
-            return None
-        copy_back.set_inputs(arrays)
         names = list(state.decoder)
-        moving = tuple(arrays[native.inputs.index(n)] for n in names)
+        moving = tuple(bound.inputs[n] for n in names)
         rows = src.shape[0]
         stop = rows // 2 if rows * K >= COMPACT_MIN_ROWS else 0
-        prev_bound = arrays[native.inputs.index(PREV_TOKENS)]
-        finished = search.run(native.program, copy_back, native.output(LOGITS), prev_bound,
-                              arrays[native.inputs.index(STEP)], moving, _layout(state.time_axes, names, moving),
-                              _scratch(K, moving), src, stop)
+        prev_bound = bound.prev
+        finished = search.run(bound.program, bound.copy_back, bound.logits, prev_bound, bound.step, moving,
+                              _layout(state.time_axes, names, moving), _scratch(K, moving), src, stop)
         state.step = search.t
         if finished:
             break

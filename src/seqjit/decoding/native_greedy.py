@@ -15,6 +15,8 @@ the plan for the smaller batch.
 """
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from seqjit.graph import _native_vm, profiler
@@ -41,6 +43,36 @@ def eligible(model, options, callback) -> bool:
 #: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a
 #: plan for the smaller batch) once at most half of its rows are still running
 COMPACT_MIN_ROWS = 16
+
+
+class BoundStep(NamedTuple):
+    """The native step program of a decode's batch bound to its feeds: the program, the one writing
+    the recurrent state back, the logits it writes, the previous-token and step inputs it reads, and
+    every input by name (the state arrays among them)."""
+
+    program: object
+    copy_back: object
+    logits: np.ndarray
+    prev: np.ndarray
+    step: np.ndarray
+    inputs: dict
+
+
+def bind_step(model, state, prev: np.ndarray) -> BoundStep | None:
+    """:class:`BoundStep` of ``state``'s batch with previous tokens ``prev`` (int64 [B]); None when
+    its plan has no native form or its state cannot be written back natively."""
+    feeds = model.step_feeds(state, prev)
+    native = model.step_plan(state, "decoder_step", feeds).native_replay(feeds)
+    if native is None:
+        return None
+    arrays = native.bind(feeds)
+    try:
+        copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
+    except Unsupported:
+        return None
+    copy_back.set_inputs(arrays)
+    inputs = dict(zip(native.inputs, arrays))
+    return BoundStep(native.program, copy_back, native.output(LOGITS), inputs[PREV_TOKENS], inputs[STEP], inputs)
 
 
 def native_greedy(model, state, options, suppressed, sources=None) -> list | None:
@@ -72,27 +104,18 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
             lengths[:] = 1
             return _results(ids, lengths, scores, options, eos)
     while steps:
-        feeds = model.step_feeds(state, prev)
-        plan = model.step_plan(state, "decoder_step", feeds)
-        native = plan.native_replay(feeds)
-        if native is None:
+        bound = bind_step(model, state, prev)
+        if bound is None:
             if state.step:
                 raise RuntimeError("the step plan of a compacted batch did not lower")  # not reached
             return None
-        arrays = native.bind(feeds)
-        try:
-            copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
-        except Unsupported:
-            return None
-        copy_back.set_inputs(arrays)
         n = rows.shape[0]
         part_ids = np.ascontiguousarray(ids[rows])
         part_lengths = np.zeros(n, np.int64)
         part_scores = np.ascontiguousarray(scores[rows]) if options.return_scores else scores
         stop = n // 2 if n >= COMPACT_MIN_ROWS else 0
-        args = (native.program, copy_back, native.output(LOGITS), arrays[native.inputs.index(PREV_TOKENS)],
-                arrays[native.inputs.index(STEP)], part_ids, part_lengths, part_scores, banned, eos,
-                int(options.min_length), state.step, get_num_threads(), stop)
+        args = (bound.program, bound.copy_back, bound.logits, bound.prev, bound.step, part_ids, part_lengths,
+                part_scores, banned, eos, int(options.min_length), state.step, get_num_threads(), stop)
         if options.sampling:
             state.step = int(_native_vm.sample(*args, np.ascontiguousarray(sources[rows]), seed,
                                                *sampling_args(options)))

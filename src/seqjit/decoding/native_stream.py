@@ -12,12 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from seqjit.graph import _native_vm
-from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
 from seqjit.kernels.sampling import philox
-from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, STEP
 
-from .native_greedy import sampling_args
+from .native_greedy import bind_step, sampling_args
 from .results import StepToken
 
 
@@ -26,26 +24,16 @@ def native_stream(model, state, options, suppressed):
     plan has no native form (nothing has run then)."""
     if state.batch != 1:
         raise ValueError(f"native_stream decodes one source, got a state of {state.batch} rows")
-    feeds = model.step_feeds(state, np.full(1, model.decoder_start_id, np.int64))
-    plan = model.step_plan(state, "decoder_step", feeds)
-    native = plan.native_replay(feeds)
-    if native is None:
+    bound = bind_step(model, state, np.full(1, model.decoder_start_id, np.int64))
+    if bound is None:
         return None
-    arrays = native.bind(feeds)
-    try:
-        copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
-    except Unsupported:
-        return None
-    copy_back.set_inputs(arrays)
     banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
     if options.sampling:
         seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
         temperature, topk, topp = sampling_args(options)
     else:
         seed, temperature, topk, topp = 0, 1.0, 1, 1.0
-    stepper = _native_vm.Stepper(native.program, copy_back, native.output(LOGITS),
-                                 arrays[native.inputs.index(PREV_TOKENS)], arrays[native.inputs.index(STEP)],
-                                 banned, int(model.eos_id), int(options.min_length), int(options.max_length),
+    stepper = _native_vm.Stepper(bound.program, bound.copy_back, bound.logits, bound.prev, bound.step, banned, int(model.eos_id), int(options.min_length), int(options.max_length),
                                  get_num_threads(), 0, seed, temperature, topk, topp)
     return _tokens(stepper, state)
 
