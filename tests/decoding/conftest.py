@@ -25,3 +25,20 @@ def _random_sources(n: int, seed: int = 1, low: int = 1, high: int = 14):
 def random_sources():
     """``random_sources(n, seed)`` -> n token-id lists of lengths 1..13 (no pad, no end token)."""
     return _random_sources
+
+
+@pytest.fixture(scope="module")
+def pairs(make_tiny_marian, tmp_path_factory):
+    """name -> (model decoding natively, the same model replayed in Python, source token range)."""
+    import seqjit
+    from seqjit.g2p import G2P
+
+    path = tmp_path_factory.mktemp("marian")
+    make_tiny_marian(seed=4).save_pretrained(path)
+    out = {"marian": (seqjit.from_hf(path), seqjit.from_hf(path), 94)}
+    for name in ("gru", "attention", "transformer"):
+        out[f"g2p-{name}"] = (G2P(name).model, G2P(name).model, None)
+    for native, python, _ in out.values():
+        native.set_replay("native")
+        python.set_replay("python")
+    return out

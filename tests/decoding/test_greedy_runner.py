@@ -9,23 +9,6 @@ from seqjit.decoding import greedy_runner
 rng = np.random.default_rng(5)
 
 
-@pytest.fixture(scope="module")
-def pairs(make_tiny_marian, tmp_path_factory):
-    """name -> (model decoding natively, the same model replayed in Python, source token range)."""
-    import seqjit
-    from seqjit.g2p import G2P
-
-    path = tmp_path_factory.mktemp("marian")
-    make_tiny_marian(seed=4).save_pretrained(path)
-    out = {"marian": (seqjit.from_hf(path), seqjit.from_hf(path), 94)}
-    for name in ("gru", "attention", "transformer"):
-        out[f"g2p-{name}"] = (G2P(name).model, G2P(name).model, None)
-    for native, python, _ in out.values():
-        native.set_replay("native")
-        python.set_replay("python")
-    return out
-
-
 def _sources(model, high, rows, width):
     high = high or model.source_vocab_size
     lengths = [width] + list(rng.integers(1, width + 1, rows - 1))

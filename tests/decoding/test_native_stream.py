@@ -4,7 +4,6 @@ Python loop."""
 import numpy as np
 import pytest
 
-import seqjit
 from seqjit.decoding import api
 from seqjit.graph import _native_vm
 
@@ -12,21 +11,6 @@ rng = np.random.default_rng(11)
 
 MODES = [dict(), dict(min_length=4), dict(sampling_topk=10, seed=3), dict(sampling_topk=0, sampling_topp=0.8, seed=4),
          dict(sampling_topk=5, sampling_temperature=0.7, seed=5, min_length=2)]
-
-
-@pytest.fixture(scope="module")
-def pairs(make_tiny_marian, tmp_path_factory):
-    from seqjit.g2p import G2P
-
-    path = tmp_path_factory.mktemp("marian")
-    make_tiny_marian(seed=4).save_pretrained(path)
-    out = {"marian": (seqjit.from_hf(path), seqjit.from_hf(path), 94)}
-    for name in ("gru", "attention", "transformer"):
-        out[f"g2p-{name}"] = (G2P(name).model, G2P(name).model, None)
-    for native, python, _ in out.values():
-        native.set_replay("native")
-        python.set_replay("python")
-    return out
 
 
 @pytest.fixture
