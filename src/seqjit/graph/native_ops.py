@@ -25,8 +25,9 @@ OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_
 #: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
 #: core is busy with another process costs far more: only products of ~200 us or more pay.
 PARALLEL_MACS = 1 << 24
-#: a linear of more than 4 rows runs on the transposed weight ("in_out": a broadcast kernel without
-#: horizontal sums); weights up to this size get a transposed copy, shared by the graph's plans
+#: a linear of more than 2 rows runs on the transposed weight ("in_out": a broadcast kernel without
+#: horizontal sums; at 4 rows, beam 4 of one source, it takes 0.68x the dot-product GEMV's time on a
+#: tiny decoder step); weights up to this size get a transposed copy, shared by the graph's plans
 TRANSPOSE_MAX_BYTES = 16 << 20
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
@@ -108,15 +109,15 @@ class OpLowerings:
         threads = _threads(m * n * k)
         layout = 0 if attrs["weight_layout"] == "out_in" else 1
         weight = w
-        if layout == 0 and m > 4 and wa.nbytes <= TRANSPOSE_MAX_BYTES:
+        if layout == 0 and m > 2 and wa.nbytes <= TRANSPOSE_MAX_BYTES:
             weight, layout = self._transposed(w, wa), 1
         self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
 
     def _batch_layout(self, rows, *weights):
         """The weights (value names) as the kernel should read them for ``rows`` rows: as stored
-        (layout 0, "out_in": the dot-product GEMV, best for a few rows), or transposed copies
+        (layout 0, "out_in": the dot-product GEMV, best for one or two rows), or transposed copies
         (layout 1, "in_out": the broadcast kernel, best for more)."""
-        if rows <= 4 or any(self.arrays[w].nbytes > TRANSPOSE_MAX_BYTES for w in weights):
+        if rows <= 2 or any(self.arrays[w].nbytes > TRANSPOSE_MAX_BYTES for w in weights):
             return list(weights), 0
         return [self._transposed(w, _contig(self.arrays[w])) for w in weights], 1
 
