@@ -118,3 +118,15 @@ def test_reading_a_terminal_says_so(cli, marian, monkeypatch, command):
     code, out, err = cli(*argv)
     assert code == 0 and len(out.splitlines()) == 1
     assert "from the terminal, one per line; end with Ctrl-D" in err
+
+
+@pytest.mark.parametrize("command", ["g2p", "translate", "convert", "inspect", "bench", "demo"])
+def test_help_shows_no_markup(capsys, command):
+    from seqjit.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text and ":func:" not in text and ":mod:" not in text and ":class:" not in text
+    if command == "g2p":
+        assert "1 decodes greedily (default 1)" in text

@@ -34,14 +34,14 @@ import sys
 
 from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, check_input, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, plain, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 
 
 def register(sub) -> None:
     from seqjit.g2p.predictor import BUNDLED, DEFAULT_MODEL
 
-    p = sub.add_parser("g2p", help="words to phonemes with the bundled G2P models", description=__doc__,
+    p = sub.add_parser("g2p", help="words to phonemes with the bundled G2P models", description=plain(__doc__),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("words", nargs="*", help="words to pronounce (none, or '-': read stdin; or use --input)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"bundled model ({', '.join(BUNDLED)}) or a model directory "
@@ -50,7 +50,7 @@ def register(sub) -> None:
     p.add_argument("--output", default=STDIO, help="output file (default stdout)")
     p.add_argument("--format", choices=("tsv", "json"), default="tsv",
                    help="tsv: word<TAB>phonemes; json: one object per line (default tsv)")
-    p.add_argument("--beam-size", type=int, default=1)
+    p.add_argument("--beam-size", type=int, default=1, help="beam width; 1 decodes greedily (default 1)")
     p.add_argument("--num-hypotheses", type=int, default=1, help="n-best per word, with --format json (default 1)")
     p.add_argument("--max-length", type=int, default=None,
                    help="most phonemes per word, end token included (default 2 x letters + 4, at most 256)")
