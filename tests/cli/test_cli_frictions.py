@@ -130,3 +130,19 @@ def test_help_shows_no_markup(capsys, command):
     assert "``" not in text and ":func:" not in text and ":mod:" not in text and ":class:" not in text
     if command == "g2p":
         assert "1 decodes greedily (default 1)" in text
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_g2p_json_scores_are_on_one_scale_for_greedy_and_beam(cli, beam):
+    """``score``: the sum of log-probabilities in both searches; ``normalized_score``: divided by the
+    output length (end token included), what beam search ranks by."""
+    from seqjit.g2p import G2P
+
+    words = ["hello", "pronunciation"]
+    code, out, err = cli("g2p", "--model", "attention", "--format", "json", "--beam-size", beam, *words)
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    for row, want in zip(rows, G2P("attention").predict(words, beam_size=beam)):
+        length = len(want.phonemes) + 1
+        summed, normalized = (want.score * length, want.score) if beam > 1 else (want.score, want.score / length)
+        assert row["score"] == pytest.approx(summed) and row["normalized_score"] == pytest.approx(normalized)

@@ -21,10 +21,11 @@ def output_length(ids, max_length: int) -> int:
     return len(ids) if len(ids) >= max_length else len(ids) + 1
 
 
-def both_scores(ids, score: float, *, beam: bool, length_penalty: float, max_length: int) -> dict:
-    """``{"score", "normalized_score"}`` of a hypothesis from the score ``generate`` returned for it;
-    None for a non-finite value (JSON has no NaN or Infinity)."""
-    divisor = output_length(ids, max_length) ** length_penalty
+def both_scores(score: float, length: int, *, beam: bool, length_penalty: float = 1.0) -> dict:
+    """``{"score", "normalized_score"}`` of a hypothesis of ``length`` tokens (:func:`output_length`)
+    from the score ``generate`` returned for it; None for a non-finite value (JSON has no NaN or
+    Infinity)."""
+    divisor = max(1, length) ** length_penalty
     total, normalized = (score * divisor, score) if beam else (score, score / divisor)
 
     def finite(x):

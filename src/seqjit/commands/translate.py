@@ -37,7 +37,7 @@ from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, count_lines, process, read_lines
 from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
-from seqjit.commands.scores import both_scores
+from seqjit.commands.scores import both_scores, output_length
 from seqjit.errors import ModelFormatError
 from seqjit.models.files import model_file, read_json, read_limited
 
@@ -234,7 +234,7 @@ def json_line(result, error, codec, *, beam: bool, max_length: int) -> str:
     for ids, score in zip(result.ids, result.scores) if result is not None else ():
         ids = [int(i) for i in ids]
         hypotheses.append({"ids": ids, "text": codec.decode(ids) if codec is not None else None,
-                           **both_scores(ids, score, beam=beam, length_penalty=1.0, max_length=max_length)})
+                           **both_scores(score, output_length(ids, max_length), beam=beam)})
     best = hypotheses[0] if hypotheses else {"ids": None, "text": None, "score": None, "normalized_score": None}
     return json.dumps({**best, "hypotheses": hypotheses, "error": error}, ensure_ascii=False)
 
