@@ -45,7 +45,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     ids, lens = api.pad_sources(sources, model.pad_id, lengths)
     api._check_vocab(model, ids, lens)
     opts = check_max_length(model, opts, explicit="max_length" in options,
-                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size)
+                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size, source_length=ids.shape[1])
     suppressed = api._suppressed(model)
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
@@ -60,6 +60,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         for i, res in zip(rows, batch_results):
             if not opts.return_scores:
                 res.scores = None
+            if res.attention is not None:  # the source axis as long as this source, as on the CPU
+                res.attention = [a[..., :max(1, int(lens[i]))] for a in res.attention]
             results[i] = res
     return results
 
