@@ -146,3 +146,23 @@ def test_g2p_json_scores_are_on_one_scale_for_greedy_and_beam(cli, beam):
         length = len(want.phonemes) + 1
         summed, normalized = (want.score * length, want.score) if beam > 1 else (want.score, want.score / length)
         assert row["score"] == pytest.approx(summed) and row["normalized_score"] == pytest.approx(normalized)
+
+
+def test_demo_png_in_a_missing_directory_is_refused_before_the_demo(cli, tmp_path):
+    code, out, err = cli("demo", "--png", tmp_path / "missing" / "heat.png")
+    assert code == 2 and out == "" and "does not exist" in err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_demo_default_png_is_a_new_private_directory():
+    import stat
+
+    from seqjit.g2p.demo import default_png
+
+    first, second = default_png(), default_png()
+    try:
+        assert first.parent != second.parent and first.parent.name.startswith("seqjit-demo-")
+        assert stat.S_IMODE(first.parent.stat().st_mode) == 0o700
+    finally:
+        first.parent.rmdir()
+        second.parent.rmdir()
