@@ -118,3 +118,51 @@ def test_reading_a_terminal_says_so(cli, marian, monkeypatch, command):
     code, out, err = cli(*argv)
     assert code == 0 and len(out.splitlines()) == 1
     assert "from the terminal, one per line; end with Ctrl-D" in err
+
+
+@pytest.mark.parametrize("command", ["g2p", "translate", "convert", "inspect", "bench", "demo"])
+def test_help_shows_no_markup(capsys, command):
+    from seqjit.cli import main
+
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    text = capsys.readouterr().out
+    assert "``" not in text and ":func:" not in text and ":mod:" not in text and ":class:" not in text
+    if command == "g2p":
+        assert "1 decodes greedily (default 1)" in text
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_g2p_json_scores_are_on_one_scale_for_greedy_and_beam(cli, beam):
+    """``score``: the sum of log-probabilities in both searches; ``normalized_score``: divided by the
+    output length (end token included), what beam search ranks by."""
+    from seqjit.g2p import G2P
+
+    words = ["hello", "pronunciation"]
+    code, out, err = cli("g2p", "--model", "attention", "--format", "json", "--beam-size", beam, *words)
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    for row, want in zip(rows, G2P("attention").predict(words, beam_size=beam)):
+        length = len(want.phonemes) + 1
+        summed, normalized = (want.score * length, want.score) if beam > 1 else (want.score, want.score / length)
+        assert row["score"] == pytest.approx(summed) and row["normalized_score"] == pytest.approx(normalized)
+
+
+def test_demo_png_in_a_missing_directory_is_refused_before_the_demo(cli, tmp_path):
+    code, out, err = cli("demo", "--png", tmp_path / "missing" / "heat.png")
+    assert code == 2 and out == "" and "does not exist" in err
+    assert not (tmp_path / "missing").exists()
+
+
+def test_demo_default_png_is_a_new_private_directory():
+    import stat
+
+    from seqjit.g2p.demo import default_png
+
+    first, second = default_png(), default_png()
+    try:
+        assert first.parent != second.parent and first.parent.name.startswith("seqjit-demo-")
+        assert stat.S_IMODE(first.parent.stat().st_mode) == 0o700
+    finally:
+        first.parent.rmdir()
+        second.parent.rmdir()

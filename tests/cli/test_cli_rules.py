@@ -123,6 +123,10 @@ def test_a_phoneme_symbol_holding_white_space_is_refused(tmp_path):
         (directory / G2P_FILE).write_text(json.dumps(data), encoding="utf-8")
         with pytest.raises(ModelFormatError, match="holds white space or a line break"):
             Vocab.load(directory)
+    data["phonemes"][0] = "A\udcff"  # written as the JSON escape \udcff, which json reads back
+    (directory / G2P_FILE).write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(ModelFormatError, match="phoneme symbol .* holds a lone surrogate"):
+        Vocab.load(directory)
 
 
 @pytest.mark.parametrize("token", ["1_0", "+5", "\u0665", "５", "-3", "0x5"])

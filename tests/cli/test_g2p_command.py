@@ -89,10 +89,12 @@ def test_json_lines_hold_word_phonemes_score_and_the_n_best(cli):
     expected = G2P("attention").predict(words, beam_size=4, num_hypotheses=3)
     assert [r["word"] for r in rows] == words
     for row, want in zip(rows, expected):
-        assert set(row) == {"word", "phonemes", "score", "hypotheses", "unknown", "truncated", "error"}
-        assert row["phonemes"] == want.phonemes and row["score"] == pytest.approx(want.score)
+        assert set(row) == {"word", "phonemes", "score", "normalized_score", "hypotheses", "unknown", "truncated",
+                            "error"}
+        # beam search ranks by the normalized score (issue 25: score is the sum of log-probabilities)
+        assert row["phonemes"] == want.phonemes and row["normalized_score"] == pytest.approx(want.score)
         assert len(row["hypotheses"]) == 3 and row["hypotheses"][0]["phonemes"] == row["phonemes"]
-        scores = [h["score"] for h in row["hypotheses"]]
+        scores = [h["normalized_score"] for h in row["hypotheses"]]
         assert scores == sorted(scores, reverse=True) and len({" ".join(h["phonemes"]) for h in row["hypotheses"]}) == 3
         assert row["error"] is None and row["truncated"] is False and row["unknown"] == []
     code, _, err = cli("g2p", "--model", "gru", "--num-hypotheses", 2, "--beam-size", 2, "hello")

@@ -128,3 +128,53 @@ def test_spawn_pool_decodes_like_parent(specs, parent_decoded, arch):
     got = _pool_results(multiprocessing.get_context("spawn"), spec,
                         [(sources, threads, MAX_LENGTH) for threads, sources, _ in cases])
     assert got == [ids for _, _, ids in cases]
+
+
+def test_forked_child_takes_the_native_team_while_the_parent_was_decoding(specs, tmp_path):
+    """A fork while another thread is inside a native run: the child must not inherit that run's
+    count (src/seqjit/graph/native_team.h lends the team of two only to a lone run), or its products
+    never go to the team again. Each child tries ten times: a program whose runs have been faster
+    alone still tries the team every 8th run, and a busy machine may make the team back off once;
+    with the inherited count no try succeeds."""
+    import threading
+
+    from seqjit.decoding.api import pad_sources
+    from seqjit.graph import _native_vm
+
+    model = fork_worker.load(specs["marian"])
+    ids, lens = pad_sources(_sources(specs["marian"], 3), model.pad_id)
+    tgt = np.array([[model.decoder_start_id, 5, 9, 13, 2]] * 3, np.int64)
+    before = seqjit.get_num_threads()
+    seqjit.set_num_threads(2)
+    stop = threading.Event()
+
+    def busy():
+        while not stop.is_set():
+            model.logits_stepwise(ids, tgt, lens)
+
+    def child_uses_the_team():
+        for _ in range(10):
+            _native_vm.team_forgive()
+            start = _native_vm.team_counts()[0]
+            model.logits_stepwise(ids, tgt, lens)
+            if _native_vm.team_counts()[0] > start:
+                return True
+        return False
+
+    thread = threading.Thread(target=busy, daemon=True)
+    try:
+        model.logits_stepwise(ids, tgt, lens)
+        _native_vm.team_forgive()
+        start = _native_vm.team_counts()[0]
+        model.logits_stepwise(ids, tgt, lens)
+        if _native_vm.team_counts()[0] == start:
+            pytest.skip("the team of two takes no product of this model here")
+        thread.start()
+        for trial in range(12):
+            time.sleep(0.002 * (trial % 5))
+            assert _in_forked_child(child_uses_the_team, tmp_path / f"team{trial}"), f"child {trial} never took the team"
+    finally:
+        stop.set()
+        if thread.is_alive():
+            thread.join(TIMEOUT)
+        seqjit.set_num_threads(before)

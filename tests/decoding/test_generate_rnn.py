@@ -123,6 +123,6 @@ def test_attention_rows_per_step_for_attention_model():
     for beam in (1, 2):
         for src, res in zip(srcs, model.generate(srcs, beam_size=beam, max_length=6, return_attention=True)):
             att = res.attention[0]
-            # one row per step, one column per source token: the same shape batched or alone
+            # the source axis spans this source, as when decoded alone (issue 25), not the batch's padding
             assert att.shape == (min(len(res.ids[0]) + 1, 6), len(src))
             np.testing.assert_allclose(att.sum(-1), 1.0, atol=1e-5)

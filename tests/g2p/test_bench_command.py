@@ -31,3 +31,12 @@ def test_pytest_table_ranks_each_group(tmp_path):
 def test_suite_parts_need_a_checkout(tmp_path):
     with pytest.raises(FileNotFoundError, match="--benchmarks DIR"):
         find_benchmarks(str(tmp_path))
+
+
+def test_markdown_says_why_the_pytorch_column_is_empty():
+    from seqjit.g2p.speed import markdown
+
+    rows = [{"model": "gru", "engine": "seqjit", "batch": 1, "words_per_s": 100.0}]
+    assert "n/a: PyTorch is not installed" in markdown(rows)
+    both = rows + [{"model": "gru", "engine": "pytorch", "batch": 1, "words_per_s": 50.0}]
+    assert "not installed" not in markdown(both) and "2.00x" in markdown(both)

@@ -220,7 +220,7 @@ def test_map_g2p_and_map_translate(cluster):
                          max_length=10).take_all()
     want = seqjit.load(MODEL).generate([[5, 6, 7]], max_length=10, return_scores=True)[0]
     assert list(rows[0]["ids"]) == want.ids[0] and rows[0]["output"] == " ".join(map(str, want.ids[0]))
-    assert rows[1]["error"] == "token 2 ('x') is not an integer token id" and rows[1]["output"] == ""
+    assert rows[1]["error"] == "token 2 ('x') is not a token id (plain decimal digits 0-9)" and rows[1]["output"] == ""
 
 
 def test_predictors_take_any_batch_form_without_ray():

@@ -14,12 +14,14 @@ import sys
 import tempfile
 from pathlib import Path
 
+from seqjit.commands.messages import plain
+
 SUITE = {"attention": "test_bench_attention.py", "rnn": "test_bench_rnn.py", "nn_ops": "test_bench_nn_ops.py"}
 PARTS = ("g2p", "wer", *SUITE, "decoding")
 
 
 def register(sub) -> None:
-    p = sub.add_parser("bench", help="run the benchmarks (or one part) and write the results table", description=__doc__)
+    p = sub.add_parser("bench", help="run the benchmarks (or one part) and write the results table", description=plain(__doc__))
     p.add_argument("part", nargs="?", default="g2p", choices=(*PARTS, "all"), help="default: g2p")
     p.add_argument("--output", help="write the markdown table here too (default: print only)")
     p.add_argument("--benchmarks", help="the benchmarks/ folder of a seqjit checkout (default: ./benchmarks)")

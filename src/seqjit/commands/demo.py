@@ -2,12 +2,15 @@
 ``seqjit demo --kernel``: blocked attention on a 4096-token input beside naive NumPy."""
 from __future__ import annotations
 
+from seqjit.commands.messages import plain
+
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="the three bundled G2P models side by side, speeds, attention heatmaps",
-                       description=__doc__)
+                       description=plain(__doc__))
     p.add_argument("words", nargs="*", help="words to show (default: built-in examples)")
-    p.add_argument("--png", help="where to write the heatmap PNG (default: a seqjit-demo folder in the temp dir)")
+    p.add_argument("--png", help="where to write the heatmap PNG, in an existing directory (default: a new private "
+                        "seqjit-demo-* folder in the temp dir)")
     p.add_argument("--backend", default=None, help="kernel backend for every op (default: cython, nothing to compile at start-up)")
     p.add_argument("--kernel", action="store_true", help="instead: blocked attention vs naive NumPy, time and memory")
     p.add_argument("--length", type=int, default=4096, help="--kernel: sequence length (default 4096)")

@@ -12,8 +12,9 @@ has two columns. Output lines stay aligned with input lines:
 
 - tsv (default): word<TAB>phonemes, the phonemes separated by spaces.
 - json: one object per line: "word", "phonemes" (a list), "score" (the sum of the phonemes'
-  log-probabilities; beam search: divided by the output length), "hypotheses" (the n-best, best
-  first, each {"phonemes", "score"}; --num-hypotheses N with --beam-size >= N), "unknown"
+  log-probabilities, the end token's included), "normalized_score" (the score divided by the output
+  length: what beam search ranks by), "hypotheses" (the n-best, best first, each {"phonemes",
+  "score", "normalized_score"}; --num-hypotheses N with --beam-size >= N), "unknown"
   (characters read as <unk>), "truncated" and "error" (null, or why the line gave no phonemes).
 
 A letter the model does not know is read without its accents (cafe for café; --no-fold-accents
@@ -28,20 +29,21 @@ the run ends, and may not name the input file.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
-import math
 import sys
 
 from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, check_input, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, plain, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
+from seqjit.commands.scores import both_scores
 
 
 def register(sub) -> None:
     from seqjit.g2p.predictor import BUNDLED, DEFAULT_MODEL
 
-    p = sub.add_parser("g2p", help="words to phonemes with the bundled G2P models", description=__doc__,
+    p = sub.add_parser("g2p", help="words to phonemes with the bundled G2P models", description=plain(__doc__),
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("words", nargs="*", help="words to pronounce (none, or '-': read stdin; or use --input)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"bundled model ({', '.join(BUNDLED)}) or a model directory "
@@ -50,7 +52,7 @@ def register(sub) -> None:
     p.add_argument("--output", default=STDIO, help="output file (default stdout)")
     p.add_argument("--format", choices=("tsv", "json"), default="tsv",
                    help="tsv: word<TAB>phonemes; json: one object per line (default tsv)")
-    p.add_argument("--beam-size", type=int, default=1)
+    p.add_argument("--beam-size", type=int, default=1, help="beam width; 1 decodes greedily (default 1)")
     p.add_argument("--num-hypotheses", type=int, default=1, help="n-best per word, with --format json (default 1)")
     p.add_argument("--max-length", type=int, default=None,
                    help="most phonemes per word, end token included (default 2 x letters + 4, at most 256)")
@@ -130,16 +132,15 @@ def _tsv(word, result) -> str:
     return "" if result is None else f"{result.word}\t{' '.join(result.phonemes)}"
 
 
-def _json(word, result, error=None) -> str:
-    def number(x):
-        return x if math.isfinite(x) else None
-
-    data = {"word": word, "phonemes": None, "score": None, "hypotheses": [], "unknown": [], "truncated": False,
-            "error": error}
+def _json(word, result, error=None, *, beam: bool = False) -> str:
+    data = {"word": word, "phonemes": None, "score": None, "normalized_score": None, "hypotheses": [], "unknown": [],
+            "truncated": False, "error": error}
     if result is not None:
-        data.update(phonemes=result.phonemes, score=number(result.score), unknown=result.unknown,
-                    hypotheses=[{"phonemes": p, "score": number(s)} for p, s in result.hypotheses],
-                    truncated=result.truncated)
+        lengths = result.lengths or [len(p) + 1 for p, _ in result.hypotheses]
+        hypotheses = [{"phonemes": p, **both_scores(s, n, beam=beam)} for (p, s), n in zip(result.hypotheses, lengths)]
+        data.update(phonemes=result.phonemes, score=hypotheses[0]["score"],
+                    normalized_score=hypotheses[0]["normalized_score"], unknown=result.unknown,
+                    hypotheses=hypotheses, truncated=result.truncated)
     return json.dumps(data, ensure_ascii=False)
 
 
@@ -160,7 +161,7 @@ def run(args) -> int:
     name = {None: "<argv>", STDIO: "<stdin>"}.get(source, source)
     show_bar = source not in (None, STDIO) and not args.quiet and (args.output != STDIO or not is_terminal(sys.stdout))
     reporter = Reporter(name, bar=show_bar, total=lambda: count_lines(source), unit="word")
-    line_of = _json if args.format == "json" else _tsv
+    line_of = functools.partial(_json, beam=args.beam_size > 1) if args.format == "json" else _tsv
     failures = total = 0
 
     def run_batch(words):

@@ -67,6 +67,15 @@ def hint_terminal_stdin(what: str) -> None:
         print(f"seqjit: reading {what} from the terminal, one per line; end with Ctrl-D", file=sys.stderr, flush=True)
 
 
+def plain(doc: str) -> str:
+    """A module docstring as ``--help`` text: without reStructuredText markup (double backquotes,
+    ``:func:`name``` roles), which a terminal shows literally."""
+    import re
+
+    doc = re.sub(r":[a-z]+:`~?([^`]+)`", r"\1", doc)
+    return doc.replace("``", "")
+
+
 def is_terminal(stream) -> bool:
     try:
         return bool(stream.isatty())

@@ -20,11 +20,15 @@ written and flushed as soon as all earlier ones are out. A line that cannot be u
 non-integer token, an id outside the source vocabulary, too long for the model, an empty line of
 ids) is reported on stderr as ``seqjit: FILE:LINE: what is wrong`` and gives an empty output line,
 so output lines stay aligned with input lines; the command goes on and exits with status 1. The
-progress bar is drawn only when stderr is a terminal. ``--output`` is written to a temporary file
+progress bar is drawn only when stderr is a terminal. ``--format json`` writes one object per line
+instead: the best hypothesis's ``ids``, ``text``, ``score`` and ``normalized_score``
+(:mod:`seqjit.commands.scores`), the n-best in ``hypotheses`` (``--num-hypotheses``) and ``error``.
+``--output`` is written to a temporary file
 renamed into place when the run ends, and may not name the input file (nor a link to it).
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -33,6 +37,7 @@ from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, count_lines, process, read_lines
 from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
+from seqjit.commands.scores import both_scores, output_length
 from seqjit.errors import ModelFormatError
 from seqjit.models.files import model_file, read_json, read_limited
 
@@ -61,6 +66,12 @@ def register(subparsers) -> None:
                    help="at most N padded source tokens per batch (default: 4096)")
     p.add_argument("--max-batch-size", type=int, default=256, metavar="N", help="at most N sources per batch (default: 256)")
     p.add_argument("--ids", action="store_true", help="read and write token ids even if the model has SentencePiece files")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: one output per line; json: one object per line with \"ids\", \"text\" (null without "
+                        "SentencePiece files), \"score\" (sum of log-probabilities), \"normalized_score\" (divided by "
+                        "the length), \"hypotheses\" (the n-best) and \"error\" (default: text)")
+    p.add_argument("--num-hypotheses", type=int, default=1, metavar="N",
+                   help="n-best per source, with --format json and --beam-size of at least N (default: 1)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray_run.add_arguments(p)
     p.set_defaults(func=run)
@@ -216,6 +227,18 @@ def line_records(lines, model, codec, max_positions):
             yield Record(number - 1, number, item=ids, length=len(ids))
 
 
+def json_line(result, error, codec, *, beam: bool, max_length: int) -> str:
+    """One ``--format json`` line: the best hypothesis's ids, text and scores, the n-best, the error
+    (a blank text line: no hypotheses and no error)."""
+    hypotheses = []
+    for ids, score in zip(result.ids, result.scores) if result is not None else ():
+        ids = [int(i) for i in ids]
+        hypotheses.append({"ids": ids, "text": codec.decode(ids) if codec is not None else None,
+                           **both_scores(score, output_length(ids, max_length), beam=beam)})
+    best = hypotheses[0] if hypotheses else {"ids": None, "text": None, "score": None, "normalized_score": None}
+    return json.dumps({**best, "hypotheses": hypotheses, "error": error}, ensure_ascii=False)
+
+
 class Failed:
     """A source that could not be decoded (its batch's error, found by running it alone)."""
 
@@ -230,8 +253,16 @@ def _positive(name: str, value) -> None:
 
 
 def run(args) -> int:
-    for name in ("beam_size", "max_length", "max_batch_tokens", "max_batch_size"):
+    for name in ("beam_size", "max_length", "max_batch_tokens", "max_batch_size", "num_hypotheses"):
         _positive("--" + name.replace("_", "-"), getattr(args, name, None))
+    json_out = getattr(args, "format", "text") == "json"
+    hypotheses = getattr(args, "num_hypotheses", 1)
+    if hypotheses > args.beam_size:
+        raise ValueError(f"--num-hypotheses {hypotheses} needs --beam-size of at least {hypotheses}")
+    if hypotheses > 1 and not json_out:
+        raise ValueError("--num-hypotheses needs --format json (a text line holds one output)")
+    if json_out and args.ray is not None:
+        raise ValueError("--format json is not supported with --ray yet")
     if args.input != "-":
         source = Path(args.input)
         if not source.exists():
@@ -254,11 +285,11 @@ def run(args) -> int:
         max_length = 256 if max_positions is None else min(256, max_positions)
     elif max_positions is not None and max_length > max_positions:
         raise ValueError(f"--max-length {max_length} exceeds the model's max_positions ({max_positions})")
-    options = dict(beam_size=args.beam_size, max_length=max_length)
+    options = dict(beam_size=args.beam_size, max_length=max_length, num_hypotheses=hypotheses, return_scores=json_out)
 
     def run_batch(items):
         try:
-            return [r.ids[0] for r in model.generate(items, max_batch_size=len(items), **options)]
+            return [r if json_out else r.ids[0] for r in model.generate(items, max_batch_size=len(items), **options)]
         except (ValueError, TypeError, IndexError) as exc:
             if len(items) == 1:
                 return [Failed(str(exc))]
@@ -277,7 +308,9 @@ def run(args) -> int:
         if record.error:
             bad += 1
             reporter.line(record.line, record.error)
-        if result is None:
+        if json_out:
+            line = json_line(result, record.error or None, codec, beam=args.beam_size > 1, max_length=max_length)
+        elif result is None:
             line = ""
         elif codec is not None:
             line = codec.decode(result)
@@ -295,6 +328,7 @@ def run(args) -> int:
         finally:
             reporter.close()
     if bad:
-        reporter.note(f"{bad} of {total} line(s) could not be translated (empty output lines in their place)")
+        instead = "objects with an \"error\"" if json_out else "empty output lines"
+        reporter.note(f"{bad} of {total} line(s) could not be translated ({instead} in their place)")
         return 1
     return 0

@@ -23,13 +23,20 @@ EXAMPLES = (
     ("floccinaucinihilipilification", "not in CMUdict"),
 )
 HEATMAP_WORD = "transliteration"
-DEFAULT_PNG = Path(tempfile.gettempdir()) / "seqjit-demo" / "attention.png"
+
+
+def default_png() -> Path:
+    """Where the heatmap goes when no ``--png`` is given: a new private directory in the temp dir
+    (not one fixed shared path, which another user could have made, or linked elsewhere)."""
+    return Path(tempfile.mkdtemp(prefix="seqjit-demo-")) / "attention.png"
 
 
 def run_demo(*, words=None, png=None, backend=None, out=print) -> int:
     from seqjit.g2p.heatmap import ascii_heatmap, save_heatmaps
     from seqjit.g2p.predictor import BUNDLED, DEFAULT_BACKEND, G2P, TITLES
 
+    if png is not None and not Path(png).parent.is_dir():  # said now, not after the demo ran; never created
+        raise FileNotFoundError(f"--png {png}: the directory {Path(png).parent} does not exist")
     started = time.perf_counter()
     labels = dict(EXAMPLES) if words is None else {}
     words = [w for w, _ in EXAMPLES] if words is None else list(words)
@@ -80,7 +87,7 @@ def run_demo(*, words=None, png=None, backend=None, out=print) -> int:
         out("")
         panels.append((TITLES[name], list(heat_word), p.phonemes, p.attention))
     if panels:
-        path = save_heatmaps(png or DEFAULT_PNG, panels)
+        path = save_heatmaps(png or default_png(), panels)
         out(f"heatmap PNG: {path}")
     out(f"total {time.perf_counter() - started:.2f} s; more: seqjit g2p WORD..., seqjit demo --kernel")
     return 0

@@ -35,8 +35,7 @@ def save_heatmaps(path, panels) -> Path:
         import matplotlib.pyplot as plt
     except ModuleNotFoundError:
         raise ModuleNotFoundError("writing a PNG heatmap needs matplotlib: pip install matplotlib") from None
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    path = Path(path)  # its directory must exist: a mistyped path is not created silently
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.5), squeeze=False)
     for ax, (title, letters, phonemes, weights) in zip(axes[0], panels):
         ax.imshow(np.asarray(weights), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")

@@ -48,7 +48,8 @@ class Pronunciation:
     ``attention`` ``[len(phonemes), len(word)]`` (attention models, when asked: for the Transformer
     the last decoder layer's cross-attention averaged over heads); ``spelled``: the letters the model
     read (lower-cased, accents folded); ``hypotheses``: the n-best ``(phonemes, score)``, best first;
-    ``truncated``: decoding stopped at ``max_length`` before the end token (phonemes cut short)."""
+    ``truncated``: decoding stopped at ``max_length`` before the end token (phonemes cut short);
+    ``lengths``: each hypothesis's tokens, the end token included (the length of a beam score)."""
 
     word: str
     phonemes: list
@@ -58,6 +59,7 @@ class Pronunciation:
     spelled: str = ""
     hypotheses: list = field(default_factory=list)
     truncated: bool = False
+    lengths: list = field(default_factory=list, repr=False)  # each hypothesis's output tokens, end token included
 
 
 class G2P:
@@ -143,5 +145,6 @@ class G2P:
             hypotheses = [(self.vocab.decode(h), float(sc)) for h, sc in zip(result.ids, scores)]
             # a hypothesis that ended with the end token has at most max_length - 1 tokens
             out.append(Pronunciation(word.strip(), phonemes, unknown, hypotheses[0][1], weights, spelled, hypotheses,
-                                     truncated=len(result.ids[0]) >= limit))
+                                     truncated=len(result.ids[0]) >= limit,
+                                     lengths=[len(h) if len(h) >= limit else len(h) + 1 for h in result.ids]))
         return out

@@ -179,4 +179,6 @@ def markdown(rows) -> str:
         ratio = f"{value / peer:.2f}x" if peer else "n/a"
         lines.append(f"| {TITLES[model]} | {batch} | {value:.0f} | {peer:.0f} | {ratio} |" if peer else
                      f"| {TITLES[model]} | {batch} | {value:.0f} | n/a | n/a |")
+    if not any(engine == "pytorch" for _, engine, _ in keyed):
+        lines += ["", "n/a: PyTorch is not installed, so there is no peer to measure against (pip install torch)"]
     return "\n".join(lines)

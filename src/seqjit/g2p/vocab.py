@@ -100,5 +100,9 @@ class Vocab:
         spaced = next((s for s in data["phonemes"] if any(c.isspace() for c in s)), None)
         if spaced is not None:
             raise ModelFormatError(f"{path}: phoneme symbol {spaced[:40]!r} holds white space or a line break")
+        for key in ("graphemes", "phonemes"):  # JSON's \udcff escapes: not encodable as UTF-8 output
+            odd = next((s for s in data[key] if any("\ud800" <= c <= "\udfff" for c in s)), None)
+            if odd is not None:
+                raise ModelFormatError(f"{path}: {key[:-1]} symbol {odd[:40]!r} holds a lone surrogate (not UTF-8 text)")
         info = {k: v for k, v in data.items() if k not in ("graphemes", "phonemes", "specials")}
         return cls(data["graphemes"], data["phonemes"], info)

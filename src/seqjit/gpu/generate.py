@@ -45,7 +45,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     ids, lens = api.pad_sources(sources, model.pad_id, lengths)
     api._check_vocab(model, ids, lens)
     opts = api._with_seed(check_max_length(model, opts, explicit="max_length" in options,
-                                           rows=min(max_batch_size, ids.shape[0]) * opts.beam_size))
+                                           rows=min(max_batch_size, ids.shape[0]) * opts.beam_size,
+                                           source_length=ids.shape[1]))
     suppressed = api._suppressed(model)
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]

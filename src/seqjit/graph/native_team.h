@@ -110,7 +110,13 @@ static void sj_team_after_fork(void) {
     pthread_cond_init(&sj_team.cv, NULL);
     sj_team.started = sj_team.held = sj_team.active = sj_team.degraded = 0;
     sj_team.seq = sj_team.claimed = sj_team.done = 0;
+    sj_team.runs = 0;  /* the runs of the parent's other threads do not go on here */
 }
+
+/* the child handler, registered once by the first run (whether or not the team ever starts: a
+   child inheriting the parent's count of runs in progress would never take the team) */
+static pthread_once_t sj_team_fork_once = PTHREAD_ONCE_INIT;
+static void sj_team_register_fork(void) { pthread_atfork(NULL, NULL, sj_team_after_fork); }
 
 /* Hold the team for this thread: 1 on success (the worker is woken or still spinning), 0 when
    another caller holds it, the team is backing off, or no thread could be started. */
@@ -130,9 +136,6 @@ static int sj_team_acquire(void) {
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        static int atfork_done = 0;
-        if (!atfork_done)
-            atfork_done = pthread_atfork(NULL, NULL, sj_team_after_fork) == 0;
         sj_team.started = pthread_create(&t, &attr, sj_team_worker, NULL) == 0 ? 1 : -1;
         pthread_attr_destroy(&attr);
     }
@@ -163,7 +166,10 @@ static void sj_team_counts(long long *out) {
 
 /* every native run, team or not, counts itself in and out (sj_team_run leaves the team alone when
    another run starts meanwhile) */
-static void sj_team_enter(void) { __atomic_add_fetch(&sj_team.runs, 1, __ATOMIC_ACQ_REL); }
+static void sj_team_enter(void) {
+    pthread_once(&sj_team_fork_once, sj_team_register_fork);
+    __atomic_add_fetch(&sj_team.runs, 1, __ATOMIC_ACQ_REL);
+}
 static void sj_team_leave(void) { __atomic_sub_fetch(&sj_team.runs, 1, __ATOMIC_ACQ_REL); }
 
 static void sj_team_release(void) {
