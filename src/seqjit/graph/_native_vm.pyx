@@ -346,7 +346,7 @@ cdef class Program:
                 nt = 1 if nthreads <= 2 else nthreads - 1
             if c.op == OP_LINEAR:
                 native_linear(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <float*>c.p[1], <int>c.i[2],
-                              c.i[6] == 0, <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
+                              <int>c.i[6], <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
             elif c.op == OP_LAYER_NORM:
                 native_layer_norm(<float*>c.p[0], c.i[2], <float*>c.p[3], c.i[3], <int>c.i[0], <int>c.i[1],
                                   <float*>c.p[1], <float*>c.p[2], c.f[0])
@@ -521,3 +521,16 @@ def team_forgive():
     """Forget a back-off of the team of two (it steps back for 50 ms after a preempted worker), for
     tests that need it now."""
     sj_team_forgive()
+
+
+_LINEAR_ISAS = ("base", "avx2", "avx512")
+
+
+def linear_isa(name=None) -> str:
+    """The instruction-set variant of the float linear kernels (native_gemv.h, native_packed.h):
+    ``name`` ("avx512", "avx2", "base") forces it, clamped to what this CPU runs; None returns to
+    the CPU's best. Returns the variant now in use (tests run every variant through it)."""
+    global sj_gemv_isa
+    cdef int best = sj_gemv_best()
+    sj_gemv_isa = best if name is None else min(best, _LINEAR_ISAS.index(name))
+    return _LINEAR_ISAS[sj_gemv_isa]

@@ -16,6 +16,7 @@ from seqjit.graph.ops.rnn_ops import _seq_layout
 from seqjit.kernels._aligned import aligned
 from seqjit.graph.passes._shared import derived
 from seqjit.kernels.activations import spec as act_spec
+from seqjit.kernels.linear.packed import pack_panels
 from seqjit.kernels.linear_int8 import huge_pages
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
@@ -25,9 +26,16 @@ OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_
 #: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
 #: core is busy with another process costs far more: only products of ~200 us or more pay.
 PARALLEL_MACS = 1 << 24
-#: a linear of more than 4 rows runs on the transposed weight ("in_out": a broadcast kernel without
-#: horizontal sums); weights up to this size get a transposed copy, shared by the graph's plans
+#: the RNN products of more than 4 rows run on the transposed weight ("in_out": a broadcast kernel
+#: without horizontal sums); weights up to this size get a transposed copy, shared by the graph's plans
 TRANSPOSE_MAX_BYTES = 16 << 20
+#: a linear of more than 4 rows runs on its weight packed in panels (kernels/linear/packed.py: read
+#: once per product, in order); weights up to this size (a 58k-word output projection of width
+#: 512 is 119 MB) get a packed copy, made when the first such plan is lowered, shared by the
+#: graph's plans
+PACK_MAX_BYTES = 512 << 20
+#: the ``layout`` operand of a native linear (kernels/linear/_native.pxi: LAYOUT_*)
+LAYOUT_IN_OUT, LAYOUT_OUT_IN, LAYOUT_PACKED = 0, 1, 2
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
 _ACT = {None: act_spec.NONE, "relu": act_spec.RELU, "gelu": act_spec.GELU, "gelu_tanh": act_spec.GELU_TANH,
@@ -106,10 +114,10 @@ class OpLowerings:
         if my != m:
             raise Unsupported("rows")
         threads = _threads(m * n * k)
-        layout = 0 if attrs["weight_layout"] == "out_in" else 1
+        layout = LAYOUT_OUT_IN if attrs["weight_layout"] == "out_in" else LAYOUT_IN_OUT
         weight = w
-        if layout == 0 and m > 4 and wa.nbytes <= TRANSPOSE_MAX_BYTES:
-            weight, layout = self._transposed(w, wa), 1
+        if m > 4 and wa.nbytes <= PACK_MAX_BYTES and w in self.plan.graph.constants:  # computed weights: as they are
+            weight, layout = self._packed(w, wa, attrs["weight_layout"]), LAYOUT_PACKED
         self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
 
     def _batch_layout(self, rows, *weights):
@@ -119,6 +127,16 @@ class OpLowerings:
         if rows <= 4 or any(self.arrays[w].nbytes > TRANSPOSE_MAX_BYTES for w in weights):
             return list(weights), 0
         return [self._transposed(w, _contig(self.arrays[w])) for w in weights], 1
+
+    def _packed(self, name, w, layout):
+        """``w`` in panels (kernels/linear/packed.py), made once per graph and shared by its plans,
+        like :meth:`_transposed`."""
+        with _TRANSPOSE_LOCK:
+            cache = self.plan.graph.__dict__.setdefault("_native_packed", {})
+            wp = cache.get(name)
+            if wp is None:
+                wp = cache[name] = pack_panels(w, layout)
+        return wp
 
     def _transposed(self, name, w):
         """``w.T`` contiguous, made once per graph and shared by its plans (plans lowered at the
