@@ -31,5 +31,4 @@ def test_model_weights_and_derived_constants_are_aligned(make_tiny_marian, tmp_p
         derived = {k: v for k, v in graph.constants.items() if isinstance(v, np.ndarray) and ".merged" in k}
         assert derived, f"no merged projection in the {name} graph"
         assert all(_address(v) % ALIGN == 0 for v in derived.values())
-        assert all(_address(v) % ALIGN == 0 for v in graph.__dict__.get("_native_transposed", {}).values())
         assert all(_address(v) % ALIGN == 0 for v in graph.__dict__.get("_native_packed", {}).values())
