@@ -12,7 +12,7 @@ cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const fl
                                     const float* keys, const float* w_q, const float* v,
                                     const int64_t* lengths, float* context, float* weights,
                                     int B, int S, int A, int Dq, int Dk, float* scratch, int nthreads,
-                                    bint out_in) noexcept nogil:
+                                    int layout) noexcept nogil:
     cdef float* qp = scratch
     cdef float* tmp = scratch + <Py_ssize_t>B * A
     cdef int b, s, a, d, vis
@@ -20,7 +20,7 @@ cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const fl
     cdef const float* kr
     cdef float* wr
     cdef float* cr
-    native_linear(query, ldq, B, Dq, w_q, A, out_in, NULL, qp, A, _NONE, nthreads)
+    native_linear(query, ldq, B, Dq, w_q, A, layout, NULL, qp, A, _NONE, nthreads)
     for b in range(B):
         vis = S
         if lengths != NULL and lengths[b] < vis:

@@ -1,6 +1,7 @@
 # Native linear for the replay VM (seqjit.graph._native_vm): ``include "linear/_native.pxi"``.
-# The kernels of native_gemv.h (dot products for "out_in" weights, the broadcast kernel for "in_out"),
-# on the calling thread unless the node was planned with threads (column blocks per thread). Only a
+# The kernels of native_gemv.h (dot products for "out_in" weights, the broadcast kernel for "in_out")
+# and of native_packed.h (weights prepacked in panels, for more than SJ_GEMV_MAX_ROWS rows), on the
+# calling thread unless the node was planned with threads (column blocks, or panels, per thread). Only a
 # product of BLAS_MIN_MACS multiply-adds or more, planned with threads and given more than one,
 # goes to BLAS sgemm written in place (see cython_cpu.pyx for the column-major trick), then bias +
 # activation: BLAS threads are process-wide, and a caller held to one thread (a part of a batch
@@ -26,11 +27,28 @@ cdef extern from "linear/native_gemv.h" nogil:
                       float *y, Py_ssize_t ldy, int n0, int n1)
     void sj_gemv_rows_in_out(const float *x, Py_ssize_t ldx, int M, const float *w, int K, int N,
                              const float *bias, float *y, Py_ssize_t ldy, int n0, int n1)
+    int sj_gemv_isa
+    int sj_gemv_best()
+
+cdef extern from "linear/native_packed.h" nogil:
+    int SJ_PANEL
+    int sj_panels(int N)
+    void sj_packed_rows(const float *x, Py_ssize_t ldx, int M, const float *wp, int K, int N,
+                        const float *bias, float *y, Py_ssize_t ldy, int p0, int p1)
+
+#: ``layout`` of native_linear: W "in_out" [K, N], "out_in" [N, K] (so a bint ``out_in`` passes as
+#: one of these two), or packed in panels (kernels/linear/packed.py)
+DEF LAYOUT_IN_OUT = 0
+DEF LAYOUT_OUT_IN = 1
+DEF LAYOUT_PACKED = 2
 
 
-cdef inline void _gemv_cols(const float* x, Py_ssize_t ldx, int M, int K, const float* w, int N, bint out_in,
+cdef inline void _gemv_cols(const float* x, Py_ssize_t ldx, int M, int K, const float* w, int N, int layout,
                             const float* bias, float* y, Py_ssize_t ldy, int n0, int n1) noexcept nogil:
-    if out_in:
+    """Columns [n0, n1) of the product; for a packed W, n0 and n1 are multiples of SJ_PANEL (or N)."""
+    if layout == LAYOUT_PACKED:
+        sj_packed_rows(x, ldx, M, w, K, N, bias, y, ldy, n0 // SJ_PANEL, sj_panels(n1))
+    elif layout == LAYOUT_OUT_IN:
         sj_gemv_rows(x, ldx, M, w, K, bias, y, ldy, n0, n1)
     else:
         sj_gemv_rows_in_out(x, ldx, M, w, K, N, bias, y, ldy, n0, n1)
@@ -54,7 +72,7 @@ cdef struct _LinearJob:
     Py_ssize_t ldx
     int M, K, N, mid, act
     const float* w
-    bint out_in
+    int layout
     const float* bias
     float* y
     Py_ssize_t ldy
@@ -66,7 +84,7 @@ cdef void _linear_part(void* ctx, int part) noexcept nogil:
     cdef int n0 = 0 if part == 0 else j.mid
     cdef int n1 = j.mid if part == 0 else j.N
     cdef int m
-    _gemv_cols(j.x, j.ldx, j.M, j.K, j.w, j.N, j.out_in, j.bias, j.y, j.ldy, n0, n1)
+    _gemv_cols(j.x, j.ldx, j.M, j.K, j.w, j.N, j.layout, j.bias, j.y, j.ldy, n0, n1)
     if j.act != _NONE:
         for m in range(j.M):
             sj_act_row(j.y + m * j.ldy + n0, NULL, j.y + m * j.ldy + n0, n1 - n0, j.act)
@@ -76,17 +94,20 @@ cdef void _linear_part(void* ctx, int part) noexcept nogil:
 DEF TEAM = -1
 
 
-cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const float* w, int N, bint out_in,
+cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const float* w, int N, int layout,
                         const float* bias, float* y, Py_ssize_t ldy, int act, int nthreads) noexcept nogil:
-    """y[m, :N] = act(x[m, :K] @ W^T + bias) for m < M (rows ldx / ldy apart). ``nthreads``: 1, the
-    run's OpenMP threads, or TEAM (the columns split in two halves with the team's worker)."""
+    """y[m, :N] = act(x[m, :K] @ W^T + bias) for m < M (rows ldx / ldy apart), W in ``layout``
+    (LAYOUT_*). ``nthreads``: 1, the run's OpenMP threads, or TEAM (the columns split in two halves
+    with the team's worker; whole panels for a packed W). A packed W never goes to BLAS."""
     cdef int t, n0, n1, chunk, m
     cdef _LinearJob job
     if nthreads == TEAM:
         if N >= 64:
             job.x, job.ldx, job.M, job.K, job.N, job.act = x, ldx, M, K, N, act
             job.mid = (N // 2 + 31) // 32 * 32 if N >= 128 else (N // 2 + 15) // 16 * 16
-            job.w, job.out_in, job.bias, job.y, job.ldy = w, out_in, bias, y, ldy
+            if layout == LAYOUT_PACKED:
+                job.mid = min(N, sj_panels(N) // 2 * SJ_PANEL)
+            job.w, job.layout, job.bias, job.y, job.ldy = w, layout, bias, y, ldy
             sj_team_run(_linear_part, &job)
             return
         nthreads = 1
@@ -94,22 +115,24 @@ cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const floa
     cdef int lda, ldxi = <int>ldx, ldyi = <int>ldy
     cdef char* ta
     cdef char* tn = b"N"
-    if M <= SJ_GEMV_MAX_ROWS or nthreads <= 1 or <double>M * N * K < BLAS_MIN_MACS:
+    if M <= SJ_GEMV_MAX_ROWS or nthreads <= 1 or <double>M * N * K < BLAS_MIN_MACS or layout == LAYOUT_PACKED:
         if nthreads > 1:
             chunk = ((N + nthreads - 1) // nthreads + 15) // 16 * 16
+            if layout == LAYOUT_PACKED:
+                chunk = (chunk + SJ_PANEL - 1) // SJ_PANEL * SJ_PANEL
             for t in prange(nthreads, nogil=True, num_threads=nthreads, schedule="static"):
                 n0 = t * chunk
                 n1 = N if n0 + chunk > N else n0 + chunk
                 if n0 < n1:
-                    _gemv_cols(x, ldx, M, K, w, N, out_in, bias, y, ldy, n0, n1)
+                    _gemv_cols(x, ldx, M, K, w, N, layout, bias, y, ldy, n0, n1)
         else:
-            _gemv_cols(x, ldx, M, K, w, N, out_in, bias, y, ldy, 0, N)
+            _gemv_cols(x, ldx, M, K, w, N, layout, bias, y, ldy, 0, N)
         if act != _NONE:
             for m in range(M):
                 sj_act_row(y + m * ldy, NULL, y + m * ldy, N, act)
         return
-    lda = K if out_in else N
-    ta = b"T" if out_in else b"N"
+    lda = K if layout == LAYOUT_OUT_IN else N
+    ta = b"T" if layout == LAYOUT_OUT_IN else b"N"
     sgemm(ta, tn, &N, &M, &K, &one, <float*>w, &lda, <float*>x, &ldxi, &zero, y, &ldyi)
     if bias != NULL or act != _NONE:
         for m in range(M):

@@ -31,7 +31,7 @@ typedef float sj_v4 __attribute__((vector_size(16)));
 #include "_sj_isa_variants.h"
 
 #if defined(__GNUC__) && defined(__x86_64__)
-static int sj_gemv_isa = -1;  /* 2: AVX-512, 1: AVX2 + FMA, 0: baseline */
+static int sj_gemv_isa = -1;  /* 2: AVX-512, 1: AVX2 + FMA, 0: baseline; -1: not chosen yet */
 
 static inline int sj_gemv_pick(void) {
     if (sj_gemv_isa < 0) {
@@ -45,8 +45,19 @@ static inline int sj_gemv_pick(void) {
     if (isa_ == 2) sj_##fn##_avx512(__VA_ARGS__); else if (isa_ == 1) sj_##fn##_avx2(__VA_ARGS__); \
     else sj_##fn##_base(__VA_ARGS__); } while (0)
 #else
+static int sj_gemv_isa = 0;
+static inline int sj_gemv_pick(void) { return 0; }
 #define SJ_DISPATCH(fn, ...) sj_##fn##_base(__VA_ARGS__)
 #endif
+
+/* the variant the CPU supports best (sj_gemv_pick's choice), ignoring a forced sj_gemv_isa */
+static inline int sj_gemv_best(void) {
+    int forced = sj_gemv_isa, best;
+    sj_gemv_isa = -1;
+    best = sj_gemv_pick();
+    sj_gemv_isa = forced < 0 ? best : forced;
+    return best;
+}
 
 static void sj_gemv_rows(const float *x, ptrdiff_t ldx, int M, const float *w, int K, const float *bias,
                          float *y, ptrdiff_t ldy, int n0, int n1) {

@@ -1,6 +1,6 @@
 # Native GRU / LSTM cell steps for the replay VM: ``include "rnn/_native_cells.pxi"`` after
-# linear/_native.pxi. Weights as given ("out_in", [G*H, I]) or transposed ("in_out": the lowering
-# passes transposed copies for more than a few rows, where the broadcast kernel is faster). Two GEMVs
+# linear/_native.pxi. Weights as given ("out_in", [G*H, I]) or packed in panels (``layout``
+# LAYOUT_PACKED: the lowering passes packed copies for more than a few rows). Two GEMVs
 # (x @ W_ih^T + b_ih, h @ W_hh^T + b_hh) into scratch, then the gate math (written over the hidden
 # projections: the input ones stay read only, so gathered table rows serve without a copy) of reference.gru_gates /
 # lstm_gates in C (activations/native_act.h: the _vecmath sigmoid/tanh in short loops over few
@@ -13,12 +13,12 @@
 
 cdef inline const float* _input_gates(const float* x, Py_ssize_t ldx, const float* w_ih, const float* b_ih,
                                       const float* pre, float* xg, int B, int I, int GH, int nthreads,
-                                      bint out_in) noexcept nogil:
+                                      int layout) noexcept nogil:
     """The input projections [B, GH]: ``pre`` itself when it is all of them, else computed into xg."""
     cdef Py_ssize_t j, n = <Py_ssize_t>B * GH
     if w_ih == NULL:
         return pre
-    native_linear(x, ldx, B, I, w_ih, GH, out_in, b_ih, xg, GH, _NONE, nthreads)
+    native_linear(x, ldx, B, I, w_ih, GH, layout, b_ih, xg, GH, _NONE, nthreads)
     if pre != NULL:
         for j in range(n):
             xg[j] += pre[j]
@@ -40,11 +40,11 @@ cdef inline void lstm_gates_row(const float* xr, float* hr, const float* c, floa
 cdef void native_gru_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssize_t ldh,
                           const float* w_ih, const float* w_hh, const float* b_ih, const float* b_hh,
                           float* out, Py_ssize_t ldo, int B, int I, int H, float* scratch, int nthreads,
-                          bint out_in, const float* pre) noexcept nogil:
+                          int layout, const float* pre) noexcept nogil:
     cdef float* hg = scratch + <Py_ssize_t>B * 3 * H
     cdef int b
-    cdef const float* xg = _input_gates(x, ldx, w_ih, b_ih, pre, scratch, B, I, 3 * H, nthreads, out_in)
-    native_linear(h, ldh, B, H, w_hh, 3 * H, out_in, b_hh, hg, 3 * H, _NONE, nthreads)
+    cdef const float* xg = _input_gates(x, ldx, w_ih, b_ih, pre, scratch, B, I, 3 * H, nthreads, layout)
+    native_linear(h, ldh, B, H, w_hh, 3 * H, layout, b_hh, hg, 3 * H, _NONE, nthreads)
     for b in range(B):
         gru_gates_row(xg + b * 3 * H, hg + b * 3 * H, h + b * ldh, out + b * ldo, H)
 
@@ -52,11 +52,11 @@ cdef void native_gru_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssi
 cdef void native_lstm_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ssize_t ldh,
                            const float* c, Py_ssize_t ldc, const float* w_ih, const float* w_hh,
                            const float* b_ih, const float* b_hh, float* h_out, float* c_out,
-                           int B, int I, int H, float* scratch, int nthreads, bint out_in,
+                           int B, int I, int H, float* scratch, int nthreads, int layout,
                            const float* pre) noexcept nogil:
     cdef float* hg = scratch + <Py_ssize_t>B * 4 * H
     cdef int b
-    cdef const float* xg = _input_gates(x, ldx, w_ih, b_ih, pre, scratch, B, I, 4 * H, nthreads, out_in)
-    native_linear(h, ldh, B, H, w_hh, 4 * H, out_in, b_hh, hg, 4 * H, _NONE, nthreads)
+    cdef const float* xg = _input_gates(x, ldx, w_ih, b_ih, pre, scratch, B, I, 4 * H, nthreads, layout)
+    native_linear(h, ldh, B, H, w_hh, 4 * H, layout, b_hh, hg, 4 * H, _NONE, nthreads)
     for b in range(B):
         lstm_gates_row(xg + b * 4 * H, hg + b * 4 * H, c + b * ldc, h_out + b * H, c_out + b * H, H)

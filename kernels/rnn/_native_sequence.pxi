@@ -9,7 +9,8 @@
 # Row (b, t) of x / out is b * rb + t * rt (batch-first: rb = T, rt = 1; time-major: rb = 1,
 # rt = B), rows ld elements apart; layers past the first read and write time-major scratch.
 # ``wtab``: per (layer, direction), the addresses of w_ih, w_hh, b_ih, b_hh (0: no bias); the
-# weights as PyTorch stores them (``out_in``) or all transposed (the lowering's choice for batches).
+# weights as PyTorch stores them (``layout`` LAYOUT_OUT_IN) or all packed in panels (LAYOUT_PACKED,
+# the lowering's choice for batches).
 # ``ptab`` (or NULL): per direction, the address of layer 0's input projection of every row, gathered
 # by the lowering from a projected-embedding table (seqjit.graph.input_fold); the product is skipped.
 # ``finite_hh``: every w_hh is finite, so the first step from a zero state (h0 NULL) is b_hh, unmultiplied.
@@ -22,7 +23,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                               const float* h0, const float* c0, const int64_t* lengths, const Py_ssize_t* wtab,
                               float* out, Py_ssize_t ldo, float* h_n, float* c_n,
                               int B, int T, int H, int L, int D, float* scratch, int nthreads,
-                              bint out_in, const Py_ssize_t* ptab, bint finite_hh) noexcept nogil:
+                              int layout, const Py_ssize_t* ptab, bint finite_hh) noexcept nogil:
     cdef int G = 4 if lstm else 3
     cdef Py_ssize_t GH = <Py_ssize_t>G * H, DH = <Py_ssize_t>D * H
     cdef float* xg = scratch
@@ -55,7 +56,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                 xgd = <float*>ptab[d]
             else:
                 xgd = xg
-                native_linear(lin, in_ld, B * T, n_in, <const float*>wt[0], <int>GH, out_in, <const float*>wt[2],
+                native_linear(lin, in_ld, B * T, n_in, <const float*>wt[0], <int>GH, layout, <const float*>wt[2],
                               xg, GH, _NONE, nthreads)
             if h0 != NULL:
                 memcpy(h, h0 + <Py_ssize_t>(k * D + d) * B * H, B * H * sizeof(float))
@@ -82,7 +83,7 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
                         else:
                             memset(hg + b * GH, 0, GH * sizeof(float))
                 else:
-                    native_linear(h, H, nact, H, <const float*>wt[1], <int>GH, out_in, <const float*>wt[3], hg, GH,
+                    native_linear(h, H, nact, H, <const float*>wt[1], <int>GH, layout, <const float*>wt[3], hg, GH,
                                   _NONE, nthreads)
                 for b in range(nact):
                     len_b = T if lengths == NULL else <int>lengths[b]

@@ -254,7 +254,7 @@ def test_native_greedy_runs_no_python_per_token(model_pairs, monkeypatch):
 @pytest.mark.parametrize("mode", ["gru", "lstm"])
 @pytest.mark.parametrize("batch_first", [True, False])
 @pytest.mark.parametrize("layers,dirs", [(1, 1), (2, 2)])
-@pytest.mark.parametrize("b", [3, 6])  # up to 4 rows: weights as stored; more: transposed copies
+@pytest.mark.parametrize("b", [3, 6])  # up to 4 rows: weights as stored; more: packed copies
 @pytest.mark.parametrize("hh", ["finite", "inf"])  # a zero start skips h W_hh only while 0 * W_hh is 0
 def test_rnn_sequences(mode, batch_first, layers, dirs, b, hh):
     t, i, h = 6, 5, 8

@@ -25,10 +25,10 @@ def test_model_weights_and_derived_constants_are_aligned(make_tiny_marian, tmp_p
     make_tiny_marian(seed=2).save_pretrained(tmp_path)
     model = seqjit.from_hf(tmp_path)
     assert all(_address(w) % ALIGN == 0 for w in model.weights.values())
-    model.generate([[5, 6, 7, 8, 9]] * 6, max_length=4)  # lowers the plans: merged and transposed copies
+    model.generate([[5, 6, 7, 8, 9]] * 6, max_length=4)  # lowers the plans: merged and packed copies
     for name in ("encoder", "decoder_step"):
         graph = model.executor(name).graph
         derived = {k: v for k, v in graph.constants.items() if isinstance(v, np.ndarray) and ".merged" in k}
         assert derived, f"no merged projection in the {name} graph"
         assert all(_address(v) % ALIGN == 0 for v in derived.values())
-        assert all(_address(v) % ALIGN == 0 for v in graph.__dict__.get("_native_transposed", {}).values())
+        assert all(_address(v) % ALIGN == 0 for v in graph.__dict__.get("_native_packed", {}).values())

@@ -347,7 +347,7 @@ cdef class Program:
                 nt = 1 if nthreads <= 2 else nthreads - 1
             if c.op == OP_LINEAR:
                 native_linear(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <float*>c.p[1], <int>c.i[2],
-                              c.i[6] == 0, <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
+                              <int>c.i[6], <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
             elif c.op == OP_LAYER_NORM:
                 native_layer_norm(<float*>c.p[0], c.i[2], <float*>c.p[3], c.i[3], <int>c.i[0], <int>c.i[1],
                                   <float*>c.p[1], <float*>c.p[2], c.f[0])
@@ -396,24 +396,24 @@ cdef class Program:
             elif c.op == OP_GRU_CELL:
                 native_gru_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], <float*>c.p[3],
                                 <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], c.i[5], <int>c.i[0], <int>c.i[1],
-                                <int>c.i[2], <float*>c.p[7], nt, c.i[6] == 0, <float*>c.p[8])
+                                <int>c.i[2], <float*>c.p[7], nt, <int>c.i[6], <float*>c.p[8])
             elif c.op == OP_LSTM_CELL:
                 native_lstm_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], c.i[5],
                                  <float*>c.p[3], <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[7],
                                  <float*>c.p[8], <int>c.i[0], <int>c.i[1], <int>c.i[2], <float*>c.p[9], nt,
-                                 c.i[6] == 0, <float*>c.p[10])
+                                 <int>c.i[6], <float*>c.p[10])
             elif c.op == OP_ADDITIVE:
                 native_additive_attention(<float*>c.p[0], c.i[5], <float*>c.p[1], <float*>c.p[2], <float*>c.p[3],
                                           <float*>c.p[4], <int64_t*>c.p[5], <float*>c.p[6], <float*>c.p[7],
                                           <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
-                                          <float*>c.p[8], nt, c.i[6] == 0)
+                                          <float*>c.p[8], nt, <int>c.i[6])
             elif c.op == OP_SELECT_FIRST:
                 memcpy(c.p[3], c.p[1] if (<int64_t*>c.p[0])[0] == 0 else c.p[2], c.i[0])
             elif c.op == OP_RNN_SEQUENCE:
                 native_rnn_sequence(c.i[0] != 0, <float*>c.p[0], c.i[1], c.i[2], c.i[3], <int>c.i[4],
                                     <float*>c.p[1], <float*>c.p[2], <int64_t*>c.p[3], <Py_ssize_t*>c.p[4],
                                     <float*>c.p[5], c.i[5], <float*>c.p[6], <float*>c.p[7], <int>c.i[6], <int>c.i[7],
-                                    <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt, c.i[11] == 0,
+                                    <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt, <int>c.i[11],
                                     <Py_ssize_t*>c.p[9], c.i[12] != 0)
             elif c.op == OP_LINEAR_INT8:
                 native_linear_int8(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <int8_t*>c.p[1], <float*>c.p[2],
@@ -545,6 +545,19 @@ def team_forgive():
     """Forget a back-off of the team of two (it steps back for 50 ms after a preempted worker), for
     tests that need it now."""
     sj_team_forgive()
+
+
+_LINEAR_ISAS = ("base", "avx2", "avx512")
+
+
+def linear_isa(name=None) -> str:
+    """The instruction-set variant of the float linear kernels (native_gemv.h, native_packed.h):
+    ``name`` ("avx512", "avx2", "base") forces it, clamped to what this CPU runs; None returns to
+    the CPU's best. Returns the variant now in use (tests run every variant through it)."""
+    global sj_gemv_isa
+    cdef int best = sj_gemv_best()
+    sj_gemv_isa = best if name is None else min(best, _LINEAR_ISAS.index(name))
+    return _LINEAR_ISAS[sj_gemv_isa]
 
 
 include "_native_beam.pxi"

@@ -16,6 +16,7 @@ from seqjit.graph.ops.rnn_ops import _seq_layout
 from seqjit.kernels._aligned import aligned
 from seqjit.graph.passes._shared import derived
 from seqjit.kernels.activations import spec as act_spec
+from seqjit.kernels.linear.packed import pack_panels
 from seqjit.kernels.linear_int8 import huge_pages
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
@@ -25,10 +26,16 @@ OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_
 #: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
 #: core is busy with another process costs far more: only products of ~200 us or more pay.
 PARALLEL_MACS = 1 << 24
-#: a linear of more than 2 rows runs on the transposed weight ("in_out": a broadcast kernel without
-#: horizontal sums; at 4 rows, beam 4 of one source, it takes 0.68x the dot-product GEMV's time on a
-#: tiny decoder step); weights up to this size get a transposed copy, shared by the graph's plans
-TRANSPOSE_MAX_BYTES = 16 << 20
+#: the RNN products of more than 2 rows run on their weights packed in panels, as the linear's;
+#: weights up to this size get a packed copy, shared by the graph's plans
+BATCH_PACK_MAX_BYTES = 16 << 20
+#: a linear of more than 2 rows runs on its weight packed in panels (kernels/linear/packed.py: read
+#: once per product, in order; at 3-4 rows, beam 4 of one source, it beats the dot-product GEMV too); weights up to this size (a 58k-word output projection of width
+#: 512 is 119 MB) get a packed copy, made when the first such plan is lowered, shared by the
+#: graph's plans
+PACK_MAX_BYTES = 512 << 20
+#: the ``layout`` operand of a native linear (kernels/linear/_native.pxi: LAYOUT_*)
+LAYOUT_IN_OUT, LAYOUT_OUT_IN, LAYOUT_PACKED = 0, 1, 2
 _F32 = np.dtype(np.float32)
 _I64 = np.dtype(np.int64)
 _ACT = {None: act_spec.NONE, "relu": act_spec.RELU, "gelu": act_spec.GELU, "gelu_tanh": act_spec.GELU_TANH,
@@ -49,7 +56,7 @@ def _threads(macs: int, step_macs: int | None = None) -> int:
     return 2 if (macs if step_macs is None else step_macs) >= TEAM_MACS else 1
 
 
-_TRANSPOSE_LOCK = threading.Lock()
+_PACK_LOCK = threading.Lock()
 
 
 def _finite(w: np.ndarray) -> bool:
@@ -107,29 +114,32 @@ class OpLowerings:
         if my != m:
             raise Unsupported("rows")
         threads = _threads(m * n * k)
-        layout = 0 if attrs["weight_layout"] == "out_in" else 1
+        layout = LAYOUT_OUT_IN if attrs["weight_layout"] == "out_in" else LAYOUT_IN_OUT
         weight = w
-        if layout == 0 and m > 2 and wa.nbytes <= TRANSPOSE_MAX_BYTES:
-            weight, layout = self._transposed(w, wa), 1
+        if m > 2 and wa.nbytes <= PACK_MAX_BYTES and w in self.plan.graph.constants:  # computed weights: as they are
+            weight, layout = self._packed(w, wa, attrs["weight_layout"]), LAYOUT_PACKED
         self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
 
-    def _batch_layout(self, rows, *weights):
-        """The weights (value names) as the kernel should read them for ``rows`` rows: as stored
-        (layout 0, "out_in": the dot-product GEMV, best for one or two rows), or transposed copies
-        (layout 1, "in_out": the broadcast kernel, best for more)."""
-        if rows <= 2 or any(self.arrays[w].nbytes > TRANSPOSE_MAX_BYTES for w in weights):
-            return list(weights), 0
-        return [self._transposed(w, _contig(self.arrays[w])) for w in weights], 1
+    def _batch_layout(self, rows, *weights, derived=()):
+        """The weights (value names, "out_in") as the RNN products should read them for ``rows``
+        rows, and their LAYOUT_*: as stored (the dot-product GEMV, best for one or two rows), or packed
+        in panels (more rows; constants, or ``derived`` arrays made at lowering, up to
+        BATCH_PACK_MAX_BYTES; a computed weight is read where it is)."""
+        if rows <= 2 or any(self.arrays[w].nbytes > BATCH_PACK_MAX_BYTES
+                            or (w not in self.plan.graph.constants and w not in derived) for w in weights):
+            return list(weights), LAYOUT_OUT_IN
+        return [self._packed(w, _contig(self.arrays[w]), "out_in") for w in weights], LAYOUT_PACKED
 
-    def _transposed(self, name, w):
-        """``w.T`` contiguous, made once per graph and shared by its plans (plans lowered at the
-        same time in two threads get the same array; each program keeps it alive)."""
-        with _TRANSPOSE_LOCK:
-            cache = self.plan.graph.__dict__.setdefault("_native_transposed", {})
-            wt = cache.get(name)
-            if wt is None:
-                wt = cache[name] = aligned(np.ascontiguousarray(w.T))
-        return wt
+    def _packed(self, name, w, layout):
+        """``w`` in panels (kernels/linear/packed.py), made once per graph and shared by its plans
+        (plans lowered at the same time in two threads get the same array; each program keeps it
+        alive)."""
+        with _PACK_LOCK:
+            cache = self.plan.graph.__dict__.setdefault("_native_packed", {})
+            wp = cache.get(name)
+            if wp is None:
+                wp = cache[name] = pack_panels(w, layout)
+        return wp
 
     def op_linear_int8(self, node, attrs):
         x, w, scale, b = (list(node.inputs) + [None])[:4]
@@ -344,7 +354,8 @@ class OpLowerings:
             _, i, ldx = _rows(self.arrays[x])
         scratch = np.zeros(2 * bsz * gates * hd, np.float32)
         threads = _threads(bsz * gates * hd * (i + hd), bsz * gates * hd * max(i, hd))
-        weights, layout = self._batch_layout(bsz, *[w for w in (w_ih, w_hh) if w is not None])
+        weights, layout = self._batch_layout(bsz, *[w for w in (w_ih, w_hh) if w is not None],
+                                             derived=(w_ih,) if fold is not None else ())
         w_ih, w_hh = ([None] if w_ih is None else []) + weights
         keep = [scratch] + ([] if pre is None else [pre]) + ([] if fold is None or fold.w_rest is None else [fold.w_rest])
         if gates == 3:
@@ -385,15 +396,15 @@ class OpLowerings:
         specs = [None if i is None else self.plan.specs[i] for i in node.inputs]
         b, t, hidden, layers, dirs = _seq_layout("lstm" if lstm else "gru", specs, attrs)
         rb, rt = (t, 1) if attrs["batch_first"] else (1, b)
-        transpose = b > 4
+        packed = b > 4 and all(w in self.plan.graph.constants for key, w in weights.items() if key.startswith("weight"))
         table = []
         for k in range(layers):
             for d in range(dirs):
                 sfx = f"_l{k}" + ("_reverse" if d else "")
                 for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
                     w = weights.get(name + sfx)
-                    if w is not None and transpose and name.startswith("weight"):
-                        table.append(_addr(self._transposed(w, _contig(self.arrays[w]))))
+                    if w is not None and packed and name.startswith("weight"):
+                        table.append(_addr(self._packed(w, _contig(self.arrays[w]), "out_in")))
                     else:
                         table.append(0 if w is None else _addr(_contig(self.arrays[w])))
         wtab = np.array(table, np.int64)
@@ -415,7 +426,7 @@ class OpLowerings:
         c0 = states[1] if lstm else None
         self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch, ptab],
                   [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs,
-                   int(transpose), int(finite_hh)],
+                   LAYOUT_PACKED if packed else LAYOUT_OUT_IN, int(finite_hh)],
                   threads=_threads(macs, b * g * hidden * hidden), keep=[wtab, scratch, *pres])
 
     def op_additive_attention(self, node, attrs):

@@ -1,0 +1,190 @@
+"""GFLOP/s of the native replay's linear against NumPy/BLAS sgemm at Marian's decode shapes, beside
+this host's roofline (FMA peak and read bandwidth from roofline_probe.c).
+
+Each product runs as a one-op native program (the VM's own code path: the kernel, the team of two
+at 2 threads) and as ``np.matmul(x, W.T)`` with BLAS held to the same thread count, in the same
+process, interleaved, best of ``--reps``. "hot": one weight, reused (it stays in L2/L3); "stream":
+enough copies of the weight, used in turn, that each call reads it from memory, as a decode step
+reads its weights. The bound is min(peak, bandwidth x flop per byte of weight, x and y) for
+"stream", the peak for "hot"; the probe runs before and after the products (its best is kept, so a
+busy moment lowers the roof less).
+
+    python benchmarks/gemm/decode_shapes.py [--threads 1 2] [--rows 1 4 16 64 256] \
+        [--json benchmarks/results/gemm_decode_shapes.json] [--png benchmarks/results/roofline.png]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from roofline_plot import intensity, plot  # noqa: E402
+#: (K, N) of opus-mt-en-de's decode step: attention projections, FFN in/out, the output projection
+MARIAN = [(512, 512), (512, 2048), (2048, 512), (512, 58101)]
+STREAM_BYTES = 256 << 20
+
+
+def roofline() -> dict:
+    """This host's peak and bandwidth (roofline_probe.c, built with the host's own flags)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        exe = os.path.join(tmp, "probe")
+        subprocess.run(["cc", "-O2", "-march=native", "-pthread", "-o", exe, str(HERE / "roofline_probe.c")],
+                       check=True)
+        runs = [json.loads(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
+                for _ in range(3)]
+    return {key: max(r[key] for r in runs) for key in runs[0]}
+
+
+def native_program(x, w):
+    """A one-op native program computing x @ w.T into its output; returns (run, output)."""
+    from seqjit.graph import Executor, GraphBuilder
+
+    g = GraphBuilder("linear")
+    g.output(g.op("linear", g.input("x", dtype="float"), g.constant("w", w)), name="y")
+    ex = Executor(g.build(), passes=(), replay="native")
+    out = ex.run({"x": x})["y"]
+    native = ex.plan_for({"x": x}).native
+    native.bind({"x": x})
+    return native.program, out, ex
+
+
+def best(fn, reps: int, budget: float = 0.4) -> float:
+    fn()
+    times = []
+    t_end = time.perf_counter() + budget
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+        if time.perf_counter() > t_end and len(times) >= 3:
+            break
+    return min(times)
+
+
+def measure(m, k, n, threads, reps, mode):
+    from threadpoolctl import threadpool_limits
+
+    import seqjit
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    copies = 1 if mode == "hot" else max(1, -(-STREAM_BYTES // (4 * k * n)))
+    ws = [rng.standard_normal((n, k), dtype=np.float32) * 0.05 for _ in range(copies)]
+    progs = [native_program(x, w) for w in ws]
+    ref = x @ ws[0].T
+    err = float(np.abs(progs[0][1] - ref).max() / max(1.0, np.abs(ref).max()))
+    seqjit.set_num_threads(threads)
+    for p, _, _ in progs:  # a program's first runs at 2 threads try alone, then the team; then it keeps the faster
+        for _ in range(3):
+            p.run(threads)
+    turn = {"i": 0}
+
+    def native():
+        p = progs[turn["i"] % copies][0]
+        turn["i"] += 1
+        p.run(threads)
+
+    def blas():
+        w = ws[turn["i"] % copies]
+        turn["i"] += 1
+        np.matmul(x, w.T)
+
+    with threadpool_limits(threads):
+        t_nat = t_blas = float("inf")
+        for _ in range(3):  # interleaved, so both see the same neighbours on the host
+            t_nat = min(t_nat, best(native, reps))
+            t_blas = min(t_blas, best(blas, reps))
+    flop = 2.0 * m * k * n
+    return {"M": m, "K": k, "N": n, "threads": threads, "mode": mode, "native_gflops": flop / t_nat / 1e9,
+            "blas_gflops": flop / t_blas / 1e9, "native_us": t_nat * 1e6, "blas_us": t_blas * 1e6, "rel_err": err}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--rows", type=int, nargs="+", default=[1, 4, 16, 64, 256])
+    ap.add_argument("--modes", nargs="+", default=["stream", "hot"])
+    ap.add_argument("--shapes", default=None, help="K,N pairs as 512x512,512x58101 (default: Marian's)")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--png", default=None, help="the roofline picture (roofline_plot.py) of the stream rows")
+    ap.add_argument("--reprobe", default=None, metavar="JSON",
+                    help="no products: probe the roof again, keep the best with that file's, rewrite it (and --png)")
+    args = ap.parse_args(argv)
+    if args.reprobe:
+        data = json.loads(Path(args.reprobe).read_text())
+        return _report(data["rows"], data["roofline"], args.reprobe, args.png)
+    shapes = MARIAN if not args.shapes else [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+    roof = roofline()
+    print(f"# {roof}", flush=True)
+    rows = []
+    print(HEADER)
+    for mode in args.modes:
+        for threads in args.threads:
+            for k, n in shapes:
+                for m in args.rows:
+                    if mode == "hot" and n > 4096:
+                        continue  # 119 MB: never hot
+                    r = measure(m, k, n, threads, args.reps, mode)
+                    r["bound"] = _bound(r, roof)
+                    rows.append(r)
+                    print(_line(r), flush=True)
+    return _report(rows, roof, args.json, args.png)
+
+
+def _report(rows, roof, json_path, png):
+    """Probe the roof again, keep the best of both, print the table against it, write JSON and PNG."""
+    after = roofline()
+    roof = {key: max(roof[key], after[key]) for key in roof}
+    print(f"# after: {after}")
+    for r in rows:  # the bound with the best roof of both probes
+        r["bound"] = _bound(r, roof)
+    print(f"# final, against the best roof of both probes: {roof}")
+    print(HEADER)
+    for r in rows:
+        print(_line(r))
+    data = {"roofline": roof, "cpu": _cpu(), "rows": rows}
+    if json_path:
+        Path(json_path).write_text(json.dumps(data, indent=1))
+    if png:
+        plot(data, png)
+    return 0
+
+
+HEADER = (f"{'mode':6} {'thr':>3} {'M':>4} {'K':>5} {'N':>6} | {'native':>7} {'blas':>7} GFLOP/s | {'bound':>6} "
+          f"{'nat%':>5} {'blas%':>5} | nat/blas")
+
+
+def _bound(r: dict, roof: dict) -> float:
+    peak = roof[f"peak_{r['threads']}t"]
+    return min(peak, roof[f"read_{r['threads']}t"] * intensity(r)) if r["mode"] == "stream" else peak
+
+
+def _line(r: dict) -> str:
+    return (f"{r['mode']:6} {r['threads']:3} {r['M']:4} {r['K']:5} {r['N']:6} | {r['native_gflops']:7.1f} "
+            f"{r['blas_gflops']:7.1f} GFLOP/s | {r['bound']:6.1f} {100 * r['native_gflops'] / r['bound']:5.0f} "
+            f"{100 * r['blas_gflops'] / r['bound']:5.0f} | {r['native_gflops'] / r['blas_gflops']:.2f}"
+            f"{'  ERR ' + str(r['rel_err']) if r['rel_err'] > 1e-4 else ''}")
+
+
+def _cpu() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "unknown"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""The native linear on weights packed in panels (kernels/linear/native_packed.h, packed.py), for
+products of more than 4 rows: every instruction-set variant against the NumPy reference over each
+row-block split, partial panels, K cut in blocks and both weight layouts; columns split over two
+threads equal one thread bit for bit."""
+import numpy as np
+import pytest
+
+import seqjit
+from seqjit import kernels
+from seqjit.graph import Executor, GraphBuilder, _native_vm
+from seqjit.kernels.linear.packed import PANEL, pack_panels, panels, unpack_panels
+
+TOL = dict(rtol=2e-5, atol=2e-5)
+ISAS = ["avx512", "avx2", "base"]
+
+
+def _run(x, w, b, act, layout):
+    g = GraphBuilder("one")
+    g.output(g.op("linear", g.input("x", dtype="float"), g.constant("w", w), g.constant("b", b) if b is not None else None,
+                  activation=act, weight_layout=layout), name="y")
+    graph = g.build()
+    ex = Executor(graph, passes=(), replay="native")
+    y = ex.run({"x": x})["y"]
+    plan = ex.plan_for({"x": x})
+    assert plan.native and all(kind == "native" for _, _, kind in plan.native.low.labels)
+    return y, graph, ex
+
+
+@pytest.mark.parametrize("n", [1, 31, 32, 33, 70, 96, 130])
+@pytest.mark.parametrize("layout", ["out_in", "in_out"])
+def test_pack_round_trip(n, layout):
+    rng = np.random.default_rng(n)
+    w = rng.standard_normal((n, 37)).astype(np.float32)
+    packed = pack_panels(w if layout == "out_in" else np.ascontiguousarray(w.T), layout)
+    assert packed.shape == (panels(n), 37, PANEL) and packed.ctypes.data % 64 == 0
+    np.testing.assert_array_equal(unpack_panels(packed, n), w)
+    assert not packed.transpose(0, 2, 1).reshape(-1, 37)[n:].any()  # columns past N are zero
+
+
+@pytest.fixture(params=ISAS)
+def isa(request):
+    got = _native_vm.linear_isa(request.param)
+    if got != request.param:
+        _native_vm.linear_isa(None)
+        pytest.skip(f"this CPU does not run {request.param}")
+    yield got
+    _native_vm.linear_isa(None)
+
+
+# M: every row-block split of the 12-row (AVX-512) and 6-row (AVX2, baseline) tiles, from the first
+# packed row count (5) up; K: 1100 and 2049 are cut in blocks (over 1024), 1 and 37 are short
+@pytest.mark.parametrize("m", [5, 6, 7, 11, 12, 13, 16, 19, 24, 25, 37, 64])
+@pytest.mark.parametrize("k,n", [(37, 33), (1, 70), (128, 96), (64, 1), (1100, 40), (2049, 65), (200, 31)])
+def test_packed_matches_reference(isa, m, k, n):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    for i, (layout, act) in enumerate([("out_in", None), ("in_out", "gelu")]):
+        w = (0.2 * rng.standard_normal((n, k) if layout == "out_in" else (k, n))).astype(np.float32)
+        b = rng.standard_normal(n).astype(np.float32) if i == 0 else None
+        y, graph, _ = _run(x, w, b, act, layout)
+        assert "w" in graph.__dict__.get("_native_packed", {}), "the product did not take the packed path"
+        ref = kernels.get("linear", "reference")(x, w, b, activation=act, weight_layout=layout)
+        np.testing.assert_allclose(y, ref, **TOL)
+
+
+def test_rows_further_apart_than_k(isa):
+    """x rows ldx = 160 apart (the first 80 of each row: a view)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((13, 160)).astype(np.float32)
+    w = (0.2 * rng.standard_normal((50, 80))).astype(np.float32)
+    g = GraphBuilder("strided")
+    xi = g.op("slice_last", g.input("x", dtype="float"), start=0, stop=80)
+    g.output(g.op("linear", xi, g.constant("w", w)), name="y")
+    graph = g.build()
+    y = Executor(graph, passes=(), replay="native").run({"x": x})["y"]
+    assert "w" in graph.__dict__.get("_native_packed", {})
+    np.testing.assert_allclose(y, x[:, :80] @ w.T, **TOL)
+
+
+@pytest.mark.parametrize("m,k,n", [(16, 512, 520), (9, 256, 4099), (64, 1100, 200)])
+def test_two_threads_equal_one_thread_bit_for_bit(m, k, n):
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    w = (0.1 * rng.standard_normal((n, k))).astype(np.float32)
+    _, _, ex = _run(x, w, None, None, "out_in")
+    before = seqjit.get_num_threads()
+    try:
+        seqjit.set_num_threads(1)
+        one = ex.run({"x": x})["y"].copy()
+        seqjit.set_num_threads(2)
+        for _ in range(4):  # a program's runs at 2 threads alternate between alone (OpenMP) and the team
+            _native_vm.team_forgive()
+            np.testing.assert_array_equal(ex.run({"x": x})["y"], one)
+    finally:
+        seqjit.set_num_threads(before)
+    np.testing.assert_allclose(one, x @ w.T, **TOL)
