@@ -25,12 +25,19 @@ class BeamRunner(GreedyRunner):
         self.moving = tuple(self.bound[self.inputs.index(n)] for n in names)
         self.layout = _layout(self.time_axes, names, self.moving)
         self.scratch = _scratch(self.beams, self.moving)
+        self.sources = np.arange(batch)
+        self.search = None  # the BeamSearch buffers, made at the first decode, restarted at each
+        self.nbytes += 4 * batch * self.beams * max_length * 8  # its token histories
 
     def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
-        """Beam-search results for ``ids`` [batch, width] (int64) with ``lengths``."""
+        """Beam-search results for ``ids`` [batch, width] (int64) with ``lengths``; ``banned`` the
+        pool's (the model's) never-generated tokens, the same at every call."""
         self.start(ids, lengths)
-        search = BeamSearch(self.eos, self.start_id, options, banned, ids.shape[0])
-        search.run(self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, self.moving,
-                   self.layout, self.scratch, np.arange(ids.shape[0]), 0)
-        return search.results()
+        if self.search is None:
+            self.search = BeamSearch(self.eos, self.start_id, options, banned, ids.shape[0])
+        else:
+            self.search.restart(options)
+        self.search.run(self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, self.moving,
+                        self.layout, self.scratch, self.sources, 0)
+        return self.search.results()
 

@@ -64,11 +64,23 @@ class BeamSearch:
         self.banned = np.array(sorted(set(int(t) for t in suppressed)), np.int64)
         self.run_tokens = np.zeros((2, n_src, K, T), np.int64)
         self.fin_tokens = np.zeros((2, n_src, K, T), np.int64)
-        self.run_scores = np.tile(np.array([0.0] + [_NEG] * (K - 1), np.float32), (n_src, 1))
-        self.fin_len = np.zeros((n_src, K), np.int64)
-        self.fin_scores = np.full((n_src, K), _NEG, np.float32)
-        self.fin_done = np.zeros((n_src, K), np.int32)
-        self.active = np.ones(n_src, np.int32)
+        self.run_scores = np.empty((n_src, K), np.float32)
+        self.fin_len = np.empty((n_src, K), np.int64)
+        self.fin_scores = np.empty((n_src, K), np.float32)
+        self.fin_done = np.empty((n_src, K), np.int32)
+        self.active = np.empty(n_src, np.int32)
+        self.restart(options)
+
+    def restart(self, options) -> None:
+        """Start a new search of the same shape (sources, beam width, ``max_length``) with
+        ``options``: every beam empty but the first of each source, no finished hypothesis. (Token
+        histories are written at each position before any read of it.)"""
+        self.options = options
+        self.run_scores[:, 0], self.run_scores[:, 1:] = 0.0, _NEG
+        self.fin_len.fill(0)
+        self.fin_scores.fill(_NEG)
+        self.fin_done.fill(0)
+        self.active.fill(1)
         self.cur, self.t = 0, 0
 
     def run(self, program, copy_back, logits, prev, stepv, moving, layout, scratch, src, stop: int) -> bool:
