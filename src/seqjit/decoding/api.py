@@ -277,8 +277,9 @@ _pools_lock = threading.Lock()
 
 
 def _runner_decode(model, ids, lens, opts) -> list | None:
-    """Plain greedy or beam search of a batch of fewer than ``COMPACT_MIN_ROWS`` rows through the model's
-    :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not apply."""
+    """Greedy search, sampling or beam search of a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
+    beams) through the model's :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not
+    apply."""
     native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, None)
     if ids.shape[0] * opts.beam_size >= native_greedy.COMPACT_MIN_ROWS or not native \
             or (opts.forces_tokens and opts.beam_size == 1) or getattr(model, "replay", None) == "python" \

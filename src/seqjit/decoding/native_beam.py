@@ -24,7 +24,7 @@ from .beam import _NEG, _results
 from .native_greedy import COMPACT_MIN_ROWS, bind_step
 
 #: the widest beam the native loop keeps (kernels/beam/_native.pxi: SJ_BEAM_MAXK)
-MAX_BEAM = 128
+MAX_BEAM = _native_vm.MAX_BEAM
 
 
 def eligible(model, options) -> bool:

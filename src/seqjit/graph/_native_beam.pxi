@@ -7,6 +7,9 @@ include "beam/_native.pxi"
 
 from libc.math cimport pow
 
+#: the widest beam the native step keeps (seqjit.decoding.native_beam: wider beams run the Python loop)
+MAX_BEAM = SJ_BEAM_MAXK
+
 
 cdef void _reorder_rows(char* base, Py_ssize_t row_bytes, Py_ssize_t chunks, Py_ssize_t chunk_bytes,
                         Py_ssize_t used_bytes, const int64_t* parent, int K, Py_ssize_t first_row,
