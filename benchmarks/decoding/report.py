@@ -1,6 +1,7 @@
 """Markdown for the decoding benchmark: throughput tables, engine agreement, seqjit's profile."""
 from __future__ import annotations
 
+import peers
 import workload as w
 
 TARGETS = {1: 1.2, 16: 1.5}  # seqjit / CTranslate2 wanted by the issue
@@ -115,9 +116,9 @@ def floor_section(p) -> list:
             f"GFLOP/s = **{compute_ms:.1f} ms/step** ({16e3 / compute_ms:.0f} tok/s); measured {_step_ms(b16):.2f} ms/step.", ""]
 
 
-def render(benches, profiles, meta) -> str:
+def render(benches, profiles, meta, peer_rows=()) -> str:
     idx = _index(benches)
-    lines = ["# Decoding: seqjit vs CTranslate2 vs transformers (greedy, float32, 2 threads)", "",
+    lines = ["# Decoding: seqjit vs CTranslate2 vs ONNX Runtime vs transformers (float32)", "",
              f"- Machine: {meta['cpu']}, {meta['cpus']} CPUs ({meta['cores_per_socket']} cores/socket, "
              f"{meta['threads_per_core']} threads/core), {meta['affinity']} usable; load average "
              f"{meta['load'][0][0]:.1f} at start, {meta['load'][1][0]:.1f} at end (above ~0.5 other work was running: noisy numbers).",
@@ -136,12 +137,14 @@ def render(benches, profiles, meta) -> str:
              "saved as HF safetensors; seqjit via `seqjit.convert.from_hf`, CTranslate2 via TransformersConverter (float32) with "
              "a stub tokenizer giving 58101 token names (the Marian loader drops `<pad>`, so CTranslate2 never generates it); "
              "transformers generate with bad_words_ids=[[pad]]; seqjit suppresses pad.",
-             "", "## Marian (opus-mt-en-de size)", "", *marian_table(idx), "",
-             "## RNN seq2seq (vocabulary 32000 both sides)", "",
-             "GRU: nn.Embedding(32000, 512) + nn.GRU(512, 512, 2 layers) encoder and decoder, nn.Linear(512, 32000). Bahdanau: the "
-             "PyTorch tutorial's EncoderRNN + AttnDecoderRNN (1-layer GRU, hidden 512). PyTorch: a batched greedy loop over the "
-             "same modules (torch.inference_mode, end and pad tokens blocked); seqjit: `from_torch(state_dict)` + generate.", "",
-             *rnn_table(idx), ""]
+             "", *(peers.section(peer_rows) if peer_rows else [])]
+    if idx:
+        lines += ["## Marian (opus-mt-en-de size)", "", *marian_table(idx), "",
+                 "## RNN seq2seq (vocabulary 32000 both sides)", "",
+                 "GRU: nn.Embedding(32000, 512) + nn.GRU(512, 512, 2 layers) encoder and decoder, nn.Linear(512, 32000). Bahdanau: the "
+                 "PyTorch tutorial's EncoderRNN + AttnDecoderRNN (1-layer GRU, hidden 512). PyTorch: a batched greedy loop over the "
+                 "same modules (torch.inference_mode, end and pad tokens blocked); seqjit: `from_torch(state_dict)` + generate.", "",
+                 *rnn_table(idx), ""]
     if profiles:
         lines += profile_section(profiles)
     return "\n".join(lines)

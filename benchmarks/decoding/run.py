@@ -5,8 +5,14 @@
 Steps: build the cached models (workload.prepare_marian), run test_bench_generate.py once per
 engine (``pytest -k <engine> --benchmark-json``: seqjit, ctranslate2, transformers, torch, and seqjit
 again with OMP_WAIT_POLICY=PASSIVE), run profile_decode.py (seqjit's time per op, overheads, memory
-floor; with and without PASSIVE), merge everything into one markdown report (see report.py). $SEQJIT_BENCH_ROUNDS sets the timed rounds (default 10 at batch 1, half at 16);
-``--out`` writes elsewhere (for a quick check of the harness).
+floor; with and without PASSIVE), run peers.py (Marian greedy and beam 4 against CTranslate2, ONNX
+Runtime and transformers, each at its best of 1 and 2 threads; the ONNX export is made once by
+export_onnx.py under ``--ort-python``, skipped with the reason printed when that is missing), merge
+everything into one markdown report (see report.py). $SEQJIT_BENCH_ROUNDS sets the timed rounds
+(default 10 at batch 1, half at 16); ``--out`` writes elsewhere (for a quick check of the harness).
+The Marian peers table alone::
+
+    python benchmarks/decoding/run.py --engines none --no-profile
 """
 from __future__ import annotations
 
@@ -24,6 +30,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
+import peers  # noqa: E402
 import workload as w  # noqa: E402
 from report import render  # noqa: E402
 
@@ -56,11 +63,18 @@ def run_profile(env: dict, reps: int, batches: str, tmp: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "absent"
+
+
 def machine() -> dict:
     lscpu = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
     fields = dict(line.split(":", 1) for line in lscpu.splitlines() if ":" in line)
     get = lambda k: fields.get(k, "?").strip()  # noqa: E731
-    versions = {p: metadata.version(p) for p in ("seqjit", "ctranslate2", "transformers", "torch", "numpy", "numba")}
+    versions = {p: _version(p) for p in ("seqjit", "ctranslate2", "onnxruntime", "transformers", "torch", "numpy", "numba")}
     return dict(cpu=get("Model name"), cpus=get("CPU(s)"), cores_per_socket=get("Core(s) per socket"),
                 threads_per_core=get("Thread(s) per core"), affinity=len(os.sched_getaffinity(0)), versions=versions)
 
@@ -68,21 +82,26 @@ def machine() -> dict:
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--out", default=str(ROOT / "benchmarks/results/decoding.md"))
-    p.add_argument("--engines", default=",".join(ENGINES), help=f"comma-separated subset of {', '.join(ENGINES)}")
+    p.add_argument("--engines", default=",".join(ENGINES),
+                   help=f"comma-separated subset of {', '.join(ENGINES)} for the greedy tables, or none")
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--no-peers", action="store_true", help="skip the Marian peers table (peers.py)")
+    p.add_argument("--ort-python", help="interpreter with optimum-onnx for the ONNX export (export_onnx.py)")
     args = p.parse_args(argv)
     start, load0 = time.time(), os.getloadavg()
     print(f"== models: {w.prepare_marian()}", flush=True)
     benches = []
     with tempfile.TemporaryDirectory() as tmp:
-        for engine in args.engines.split(","):
+        for engine in [] if args.engines == "none" else args.engines.split(","):
             benches += run_engine(engine, Path(tmp))
         profiles = [] if args.no_profile else [run_profile(PASSIVE, 3, "1,16", Path(tmp)), run_profile({}, 1, "1", Path(tmp))]
+    peer_rows = [] if args.no_peers else peers.measure(list(peers.ENGINES), int(os.environ.get("SEQJIT_BENCH_ROUNDS", "5")),
+                                                        args.ort_python)
     meta = dict(machine(), date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
                 command=" ".join(([f"SEQJIT_BENCH_ROUNDS={os.environ['SEQJIT_BENCH_ROUNDS']}"] if "SEQJIT_BENCH_ROUNDS" in os.environ else [])
                                  + [COMMAND] + sys.argv[1:]),
                 minutes=(time.time() - start) / 60, load=(load0, os.getloadavg()))
-    text = render(benches, profiles, meta)
+    text = render(benches, profiles, meta, peer_rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)

@@ -6,7 +6,8 @@ converted to CTranslate2 float32 there. The CTranslate2 converter wants a tokeni
 the vocabulary "<pad>"-free names (id i -> "t{i}", 0 "</s>", 1 "<unk>", 58100 "<pad>", which the
 Marian loader drops: pad is never generated, as in transformers with bad_words_ids=[[pad]]).
 The RNN models (GRU 2x512, tutorial Bahdanau 512) are built from a torch seed in every process.
-Every engine generates exactly NEW_TOKENS tokens per source (minimum = maximum length), greedily.
+Every engine generates exactly NEW_TOKENS tokens per source (minimum = maximum length), greedily
+or by beam search (Marian engines: ``run(sources, beam)``).
 """
 from __future__ import annotations
 
@@ -97,23 +98,23 @@ def token_ids(names) -> list:
     return [special[n] if n in special else int(n[1:]) for n in names]
 
 
-# -- engines: engine(name) -> (run(sources) -> list of id lists) --------------------------------------
+# -- engines: engine(name) -> (run(sources, beam=1) -> list of id lists) -----------------------------
 def marian_engine(name: str):
     root = prepare_marian()
     if name == "seqjit":
         import seqjit
 
         model = seqjit.convert.from_hf(root / "hf")
-        return lambda srcs: [r.ids[0] for r in model.generate(
-            srcs, max_length=NEW_TOKENS, min_length=NEW_TOKENS, beam_size=1, max_batch_size=len(srcs))]
+        return lambda srcs, beam=1: [r.ids[0] for r in model.generate(
+            srcs, max_length=NEW_TOKENS, min_length=NEW_TOKENS, beam_size=beam, max_batch_size=len(srcs))]
     if name == "ctranslate2":
         import ctranslate2
 
         tr = ctranslate2.Translator(str(root / "ct2"), device="cpu", compute_type="float32",
                                     intra_threads=THREADS, inter_threads=1)
 
-        def run(srcs):
-            out = tr.translate_batch([token_names(s) for s in srcs], beam_size=1, max_batch_size=len(srcs),
+        def run(srcs, beam=1):
+            out = tr.translate_batch([token_names(s) for s in srcs], beam_size=beam, max_batch_size=len(srcs),
                                      min_decoding_length=NEW_TOKENS, max_decoding_length=NEW_TOKENS)
             return [token_ids(r.hypotheses[0]) for r in out]
         return run
@@ -123,13 +124,18 @@ def marian_engine(name: str):
 
         model = MarianMTModel.from_pretrained(root / "hf", dtype=torch.float32).eval()
 
-        def run(srcs):
+        def run(srcs, beam=1):
             with torch.inference_mode():
                 out = model.generate(input_ids=torch.tensor(srcs), attention_mask=torch.ones(len(srcs), SRC_LEN, dtype=torch.long),
-                                     do_sample=False, num_beams=1, min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS,
+                                     do_sample=False, num_beams=beam, min_new_tokens=NEW_TOKENS, max_new_tokens=NEW_TOKENS,
                                      bad_words_ids=[[PAD]], forced_eos_token_id=None)
             return out[:, 1:].tolist()
         return run
+    if name in ("onnxruntime", "ort-generate"):  # the optimum export (export_onnx.py), made by the driver
+        import ort_marian
+
+        make = ort_marian.numpy_engine if name == "onnxruntime" else ort_marian.generate_engine
+        return make(root / "onnx", THREADS)
     raise ValueError(f"unknown Marian engine {name!r}")
 
 
