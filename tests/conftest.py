@@ -7,6 +7,9 @@ import os
 
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not os.path.exists("/dev/nvidia0"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+# the native linear's kernel: the fixed choice (deterministic plans, nothing measured or written to the
+# user's cache); tests/graph/test_kernel_choice.py measures, in a temporary cache
+os.environ.setdefault("SEQJIT_KERNEL_CHOICE", "fixed")
 
 import numpy as np
 import pytest

@@ -6,7 +6,8 @@ config, the parameter count, the weights' bytes and dtypes, the op counts of the
 of the decoder-step graph (as run, after the graph passes), and a memory estimate: the weights plus
 the decoder state for batch 1 and batch 16 at ``--max-length`` (default 256, or the model's positions
 when fewer, as ``generate`` decodes; at most those positions and 65536). ``--json`` prints the same
-as one JSON object.
+as one JSON object. ``--kernels`` (no MODEL) prints the native linear kernel chosen on this host
+per shape class and the candidates' measured GFLOP/s.
 """
 from __future__ import annotations
 
@@ -25,13 +26,16 @@ def register(subparsers) -> None:
         "inspect", help="show a model's architecture, config, parameters, graphs and memory",
         description="Show a model's architecture, config, parameter count, weight bytes, the op counts of its encoder "
                     "and decoder-step graphs, and a memory estimate (weights + decoder state).")
-    p.add_argument("model", metavar="MODEL",
+    p.add_argument("model", metavar="MODEL", nargs="?",
                    help="a model directory, a Hugging Face MarianMT directory, or a bundled G2P model name "
                         "(gru, attention, transformer)")
     p.add_argument("--max-length", type=int, default=None, metavar="N",
                    help="decoder state capacity for the memory estimate (default: 256, or the model's positions "
                         "when fewer)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--kernels", action="store_true",
+                   help="instead of a model: the native linear kernel chosen on this host per shape class, with the "
+                        "candidates' measured GFLOP/s (measured now where not cached; see seqjit.graph.kernel_choice)")
     p.set_defaults(func=run)
 
 
@@ -122,6 +126,13 @@ def run(args) -> int:
 
     from seqjit.decoding.options import MAX_LENGTH_LIMIT, DecodingOptions
 
+    if args.kernels:
+        from seqjit.graph import kernel_choice
+
+        print("\n".join(kernel_choice.report_lines()))
+        return 0
+    if args.model is None:
+        raise ValueError("inspect needs MODEL (a model directory or a bundled G2P model name), or --kernels")
     if args.max_length is not None and not 1 <= args.max_length <= MAX_LENGTH_LIMIT:
         raise ValueError(f"--max-length must be an integer from 1 to {MAX_LENGTH_LIMIT} (the most seqjit decodes), "
                          f"got {str(args.max_length)[:30]}")

@@ -14,6 +14,7 @@ import numpy as np
 from seqjit.graph.ops.rnn_ops import _seq_layout
 
 from seqjit.kernels._aligned import aligned
+from seqjit.graph import kernel_choice
 from seqjit.graph.passes._shared import derived
 from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear.packed import pack_panels
@@ -116,17 +117,18 @@ class OpLowerings:
         threads = _threads(m * n * k)
         layout = LAYOUT_OUT_IN if attrs["weight_layout"] == "out_in" else LAYOUT_IN_OUT
         weight = w
-        if m > 2 and wa.nbytes <= PACK_MAX_BYTES and w in self.plan.graph.constants:  # computed weights: as they are
+        # packed or as stored: by measurement on this host (kernel_choice); computed weights: as they are
+        if wa.nbytes <= PACK_MAX_BYTES and w in self.plan.graph.constants and kernel_choice.choose(m, k, n) == "packed":
             weight, layout = self._packed(w, wa, attrs["weight_layout"]), LAYOUT_PACKED
         self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
 
     def _batch_layout(self, rows, *weights, derived=()):
         """The weights (value names, "out_in") as the RNN products should read them for ``rows``
-        rows, and their LAYOUT_*: as stored (the dot-product GEMV, best for one or two rows), or packed
-        in panels (more rows; constants, or ``derived`` arrays made at lowering, up to
-        BATCH_PACK_MAX_BYTES; a computed weight is read where it is)."""
-        if rows <= 2 or any(self.arrays[w].nbytes > BATCH_PACK_MAX_BYTES
-                            or (w not in self.plan.graph.constants and w not in derived) for w in weights):
+        rows, and their LAYOUT_*: as stored (the dot-product GEMV), or packed in panels (where
+        kernel_choice picks packed for every weight's shape; constants, or ``derived`` arrays made at
+        lowering, up to BATCH_PACK_MAX_BYTES; a computed weight is read where it is)."""
+        if any(self.arrays[w].nbytes > BATCH_PACK_MAX_BYTES or (w not in self.plan.graph.constants and w not in derived)
+               or kernel_choice.choose(rows, *self.arrays[w].shape[::-1]) != "packed" for w in weights):
             return list(weights), LAYOUT_OUT_IN
         return [self._packed(w, _contig(self.arrays[w]), "out_in") for w in weights], LAYOUT_PACKED
 

@@ -1,0 +1,231 @@
+"""Which native linear kernel runs a product of a given shape on this host: chosen by measurement.
+
+A native linear of M rows reads its weight either as stored (the dot-product GEMV up to 4 rows, the
+row-block GEMV past them) or packed in panels (kernels/linear/packed.py). Which is faster depends on
+the host (cache sizes, vector width, memory bandwidth), so instead of a threshold tuned on one machine
+the lowering asks :func:`choose` (M, K, N): the first time a shape class is met, both kernels run
+it as one-op native programs on the calling thread (a weight of the class's K and up to 4096
+columns, read from L3 or memory: 16 MB are written before each call; interleaved, best of a few
+calls, ~0.2-0.5 s), and the faster is kept (the fixed choice unless the other is MARGIN faster), in memory and in
+``kernel_choice.json`` under the user cache directory (``$SEQJIT_CACHE_DIR``, else
+``$XDG_CACHE_HOME/seqjit``, else ``~/.cache/seqjit``). The file is keyed by the seqjit version and the
+CPU model string: another version or CPU, or a file that does not parse, means measuring again
+(never an error). Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
+``_hold_team``), so it is not a candidate here.
+
+``SEQJIT_KERNEL_CHOICE=fixed`` skips measuring: packed from 3 rows, as before this module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+CANDIDATES = ("stored", "packed")
+FILE = "kernel_choice.json"
+#: the most columns (and rows) a measurement uses, and the most multiply-adds per call (fewer columns
+#: for many rows): enough for a steady rate, little enough to stay fast
+MEASURE_MAX_N, MEASURE_MAX_M, MEASURE_MAX_MACS = 4096, 256, 1 << 25
+#: the fixed choice stays unless the other candidate is at least this much faster (a near tie, as at
+#: 1-4 rows where both kernels wait on memory, is not worth a choice that flips between hosts' runs)
+MARGIN = 1.05
+#: interleaved rounds, and timed calls of each candidate per round (the best is kept)
+ROUNDS, CALLS = 2, 3
+#: bytes written between timed calls: several times a core's L2, so each call reads its weight from
+#: the last-level cache or memory, as in a decode step whose other weights pushed it out of L2
+EVICT_BYTES = 16 << 20
+
+_local = threading.local()
+_lock = threading.RLock()
+_tables: dict = {}  # cache file path -> {class key: entry}, this process's copy
+
+
+def mode() -> str:
+    """``fixed`` or ``measure`` (the default), from $SEQJIT_KERNEL_CHOICE."""
+    return "fixed" if os.environ.get("SEQJIT_KERNEL_CHOICE", "").strip().lower() == "fixed" else "measure"
+
+
+def cache_dir() -> Path:
+    given = os.environ.get("SEQJIT_CACHE_DIR")
+    if given:
+        return Path(given)
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "seqjit"
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    import platform
+
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _pow2(v: int) -> int:
+    return 1 << max(0, int(v) - 1).bit_length()
+
+
+def shape_class(m: int, k: int, n: int) -> tuple:
+    """(M, K, N) rounded up to powers of two, M at most MEASURE_MAX_M, N at most MEASURE_MAX_N: the
+    representative shape measured for every product in the class."""
+    return min(_pow2(m), MEASURE_MAX_M), _pow2(k), min(_pow2(n), MEASURE_MAX_N)
+
+
+def key(cls: tuple) -> str:
+    return "m{}_k{}_n{}".format(*cls)
+
+
+def fixed_choice(m: int) -> str:
+    """The choice without measuring: stored for one or two rows, packed from three."""
+    return "packed" if m > 2 else "stored"
+
+
+def _version() -> str:
+    from seqjit import __version__
+
+    return __version__
+
+
+def _path() -> Path:
+    return cache_dir() / FILE
+
+
+def _read(path: Path) -> dict:
+    """The file's choices when it is for this version and CPU, else {} (also when unreadable)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != _version() or data.get("cpu") != cpu_model():
+            return {}
+        choices = data["choices"]
+        ok = all(isinstance(e, dict) and e.get("choice") in CANDIDATES for e in choices.values())
+        return dict(choices) if ok else {}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {}
+
+
+def _write(path: Path, table: dict) -> None:
+    """Atomically (a temporary file renamed); a cache that cannot be written is only not kept."""
+    data = {"version": _version(), "cpu": cpu_model(), "choices": table}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{FILE}.{os.getpid()}.{threading.get_ident()}")
+        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _table() -> tuple:
+    path = _path()
+    if path not in _tables:
+        _tables[path] = _read(path)
+    return path, _tables[path]
+
+
+def forget() -> None:
+    """Drop this process's copy of the cache (the next choice reads the file again)."""
+    with _lock:
+        _tables.clear()
+
+
+def entry(m: int, k: int, n: int) -> dict:
+    """The measured entry of (M, K, N)'s class: {"choice", "gflops": {candidate: GFLOP/s}, "shape"},
+    measured now if the cache has none."""
+    cls = shape_class(m, k, n)
+    with _lock:
+        path, table = _table()
+        found = table.get(key(cls))
+        if found is None:
+            found = table[key(cls)] = measure(cls)
+            _write(path, table)
+        return found
+
+
+def choose(m: int, k: int, n: int) -> str:
+    """"stored" or "packed" for a native linear of M rows, K inputs and N outputs."""
+    forced = getattr(_local, "forced", None)
+    if forced is not None:
+        return forced
+    if mode() == "fixed":
+        return fixed_choice(m)
+    return entry(m, k, n)["choice"]
+
+
+def _program(x: np.ndarray, w: np.ndarray, layout: str):
+    """A one-op native program computing x @ w.T with the weight read as ``layout``, bound to ``x``;
+    (program, executor), or None when the product has no native form here. Lowered without a
+    Python run (nothing passes through Plan.run)."""
+    from seqjit.graph import Executor, GraphBuilder
+
+    _local.forced = layout
+    try:
+        g = GraphBuilder("kernel_choice")
+        g.output(g.op("linear", g.input("x", dtype="float"), g.constant("w", w)), name="y")
+        ex = Executor(g.build(), passes=(), replay="native")
+        feeds = {"x": x}
+        native = ex.plan_for(feeds).native_replay(feeds)
+        if native is None:
+            return None
+        native.bind(feeds)
+    finally:
+        _local.forced = None
+    return native.program, ex
+
+
+def measure(cls: tuple) -> dict:
+    """Time every candidate on the class's representative shape (random data, calling thread)."""
+    m, k, n = cls
+    n = max(256, min(n, MEASURE_MAX_MACS // (m * k))) // 32 * 32 if m * k * n > MEASURE_MAX_MACS else max(32, n)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    progs = {c: _program(x, w, c) for c in CANDIDATES}
+    if None in progs.values():  # no native replay (a Python-only build): nothing to choose between
+        return {"choice": fixed_choice(m), "gflops": dict.fromkeys(CANDIDATES, 0.0), "shape": [m, k, n]}
+    best = dict.fromkeys(CANDIDATES, float("inf"))
+    evict = np.zeros(EVICT_BYTES // 4, np.float32)
+    for _ in range(ROUNDS):  # interleaved: both see the same neighbours on the host
+        for c, (prog, _ex) in progs.items():
+            for _ in range(CALLS):
+                evict += 1.0  # the weight leaves the caches, as a decode step's other weights push it out
+                t0 = time.perf_counter()
+                prog.run(1)
+                best[c] = min(best[c], time.perf_counter() - t0)
+    flop = 2.0 * m * k * n
+    gflops = {c: flop / t / 1e9 for c, t in best.items()}
+    default = fixed_choice(m)
+    fastest = max(gflops, key=gflops.get)
+    choice = fastest if gflops[fastest] >= MARGIN * gflops[default] else default
+    return {"choice": choice, "gflops": gflops, "shape": [m, k, n]}
+
+
+#: the shape classes ``seqjit inspect --kernels`` shows: Marian's decode-step products
+#: (attention, FFN in and out, output projection) at 1 to 256 rows
+SHOWN = [(m, k, n) for k, n in ((512, 512), (512, 2048), (2048, 512), (512, 58101)) for m in (1, 2, 4, 16, 64, 256)]
+
+
+def report_lines(shapes=None) -> list:
+    """One line per shape class of ``shapes`` (default SHOWN): the candidates' GFLOP/s (measured now if
+    not cached) and the choice."""
+    shapes = SHOWN if shapes is None else shapes
+    lines = [f"kernel choice ({mode()}; cache {_path()}; CPU {cpu_model()})",
+             f"{'M':>4} {'K':>5} {'N':>5} | " + " ".join(f"{c:>8}" for c in CANDIDATES) + " GFLOP/s | choice"]
+    for m, k, n in shapes:
+        m_c, k_c, n_c = shape_class(m, k, n)
+        if mode() == "fixed":
+            lines.append(f"{m_c:4} {k_c:5} {n_c:5} | " + " ".join(f"{'-':>8}" for _ in CANDIDATES)
+                         + f"         | {fixed_choice(m)} (fixed)")
+            continue
+        e = entry(m, k, n)
+        lines.append(f"{m_c:4} {k_c:5} {n_c:5} | " + " ".join(f"{e['gflops'][c]:8.1f}" for c in CANDIDATES)
+                     + f"         | {e['choice']}")
+    return lines

@@ -1,0 +1,129 @@
+"""The per-host kernel choice (seqjit.graph.kernel_choice): measured once per shape class, cached in
+the user cache directory (here a temporary one), invalidated by version and CPU, never broken by a bad
+file; the fixed mode; and that the lowering follows the choice with outputs equal to NumPy's."""
+import json
+
+import numpy as np
+import pytest
+
+from seqjit.graph import Executor, GraphBuilder
+from seqjit.graph import kernel_choice as kc
+
+SHAPE = (16, 64, 96)  # a small class: measured in a few ms
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A private cache directory, measure mode, and a count of the measurements made."""
+    monkeypatch.setenv("SEQJIT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("SEQJIT_KERNEL_CHOICE", raising=False)
+    monkeypatch.setattr(kc, "EVICT_BYTES", 1 << 20)  # the choice is not under test here, its bookkeeping is
+    calls = []
+    real = kc.measure
+    monkeypatch.setattr(kc, "measure", lambda cls: calls.append(cls) or real(cls))
+    kc.forget()
+    yield tmp_path / kc.FILE, calls
+    kc.forget()
+
+
+def test_round_trip(cache):
+    path, calls = cache
+    first = kc.entry(*SHAPE)
+    assert calls == [kc.shape_class(*SHAPE)] and first["choice"] in kc.CANDIDATES
+    assert set(first["gflops"]) == set(kc.CANDIDATES) and all(v > 0 for v in first["gflops"].values())
+    data = json.loads(path.read_text())
+    assert data["cpu"] == kc.cpu_model() and data["version"] == kc._version()
+    kc.forget()  # a new process: reads the file, measures nothing
+    assert kc.entry(*SHAPE) == first and kc.choose(*SHAPE) == first["choice"]
+    assert kc.entry(9, 60, 70) == first  # the same class
+    assert len(calls) == 1
+
+
+@pytest.mark.parametrize("field", ["version", "cpu"])
+def test_other_version_or_cpu_measures_again(cache, field):
+    path, calls = cache
+    kc.entry(*SHAPE)
+    data = json.loads(path.read_text())
+    data[field] = "something else"
+    path.write_text(json.dumps(data))
+    kc.forget()
+    kc.entry(*SHAPE)
+    assert len(calls) == 2
+    assert json.loads(path.read_text())[field] == (kc._version() if field == "version" else kc.cpu_model())
+
+
+@pytest.mark.parametrize("text", ["{not json", "[]", '{"version": 1}', "null",
+                                  '{"choices": {"m16_k64_n128": {"choice": "blas"}}}'])
+def test_corrupted_file_measures_again(cache, text):
+    path, calls = cache
+    kc.entry(*SHAPE)
+    data = json.loads(path.read_text())
+    if "blas" in text:  # right version and CPU, an unknown candidate
+        data["choices"][kc.key(kc.shape_class(*SHAPE))]["choice"] = "blas"
+        text = json.dumps(data)
+    path.write_text(text)
+    kc.forget()
+    assert kc.choose(*SHAPE) in kc.CANDIDATES
+    assert len(calls) == 2
+    assert json.loads(path.read_text())["choices"]  # rewritten whole
+
+
+def test_fixed_mode_measures_nothing(cache, monkeypatch):
+    path, calls = cache
+    monkeypatch.setenv("SEQJIT_KERNEL_CHOICE", "fixed")
+    assert [kc.choose(m, 512, 2048) for m in (1, 2, 3, 16)] == ["stored", "stored", "packed", "packed"]
+    assert calls == [] and not path.exists()
+    assert "(fixed)" in kc.report_lines([(16, 512, 2048)])[-1]
+
+
+def _linear(x, w):
+    g = GraphBuilder("linear")
+    g.output(g.op("linear", g.input("x", dtype="float"), g.constant("w", w)), name="y")
+    ex = Executor(g.build(), passes=(), replay="native")
+    y = ex.run({"x": x})["y"]
+    assert ex.plan_for({"x": x}).native is not None, "the product must run natively"
+    return y, ex
+
+
+@pytest.mark.parametrize("choice", kc.CANDIDATES)
+@pytest.mark.parametrize("m", [1, 3, 16])
+def test_lowering_follows_the_choice_and_matches_numpy(cache, choice, m, tol):
+    """A cached choice decides the weight layout of the plan (packed: the graph gets a packed copy),
+    and the product equals NumPy's either way."""
+    path, calls = cache
+    rng = np.random.default_rng(m)
+    k, n = 64, 96
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    entry = {"choice": choice, "gflops": dict.fromkeys(kc.CANDIDATES, 1.0), "shape": list(kc.shape_class(m, k, n))}
+    path.write_text(json.dumps({"version": kc._version(), "cpu": kc.cpu_model(),
+                                "choices": {kc.key(kc.shape_class(m, k, n)): entry}}))
+    y, ex = _linear(x, w)
+    assert calls == []
+    assert bool(ex.graph.__dict__.get("_native_packed")) == (choice == "packed")
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64), **tol(np.float32))
+
+
+def test_measured_choice_matches_numpy(cache, tol):
+    """Measuring inside a lowering (nested one-op programs) works, and the chosen kernel is right."""
+    path, calls = cache
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 64), dtype=np.float32)
+    w = rng.standard_normal((200, 64), dtype=np.float32)
+    y, _ = _linear(x, w)
+    assert calls == [kc.shape_class(5, 64, 200)] and path.exists()
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.T.astype(np.float64), **tol(np.float32))
+
+
+def test_inspect_kernels_prints_the_measured_choice(cache, monkeypatch, capsys):
+    from seqjit.cli import main
+
+    path, calls = cache
+    monkeypatch.setattr(kc, "SHOWN", [SHAPE])
+    assert main(["inspect", "--kernels"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    entry = json.loads(path.read_text())["choices"][kc.key(kc.shape_class(*SHAPE))]
+    m, k, n = kc.shape_class(*SHAPE)
+    assert out[-1].split() == [str(m), str(k), str(n), "|", *(f"{entry['gflops'][c]:.1f}" for c in kc.CANDIDATES),
+                               "|", entry["choice"]]
+    assert str(path) in out[0] and len(calls) == 1
