@@ -30,7 +30,7 @@ ENGINES = ("seqjit", "ctranslate2", "onnxruntime", "ort-generate", "transformers
 ORT = ("onnxruntime", "ort-generate")
 CASES = [(beam, batch) for beam in (1, 4) for batch in (1, 16)]
 THREADS = {"transformers": (2,)}     # the reference: ids, and a figure at 2 threads
-BUDGET_S = 8.0                      # timed seconds per case at most, as long as it gets 2 rounds
+BUDGET_S = 8.0                      # timed seconds per case at most, as long as it gets 3 rounds
 LABEL = {"seqjit": "seqjit", "ctranslate2": "CTranslate2", "onnxruntime": "ONNX Runtime (NumPy loop)",
          "ort-generate": "ONNX Runtime (optimum generate)", "transformers": "transformers"}
 
@@ -55,7 +55,7 @@ def child(engine: str, threads: int, rounds: int) -> dict:
         srcs = w.sources(batch)
         t0 = time.perf_counter()
         run(srcs, beam)  # warm-up; sizes the rounds
-        n = min(rounds, max(2, int(BUDGET_S / (time.perf_counter() - t0))))
+        n = min(rounds, max(3, int(BUDGET_S / (time.perf_counter() - t0))))
         times = []
         for _ in range(n):
             t = time.perf_counter()
@@ -64,7 +64,7 @@ def child(engine: str, threads: int, rounds: int) -> dict:
         assert [len(x) for x in ids] == [w.NEW_TOKENS] * batch, f"{engine}: every engine must generate exactly NEW_TOKENS"
         cases.append(dict(beam=beam, batch=batch, tok_s=batch * w.NEW_TOKENS / statistics.median(times), rounds=n,
                           ids=[[int(t) for t in x] for x in ids]))
-    return dict(engine=engine, threads=threads, cases=cases)
+    return dict(engine=engine, threads=threads, cases=cases, load=os.getloadavg()[0])
 
 
 def measure(engines, rounds: int, ort_python: str | None = None) -> list:
@@ -87,7 +87,7 @@ def measure(engines, rounds: int, ort_python: str | None = None) -> list:
                       + " | ".join(done.stderr.strip().splitlines()[-3:]), flush=True)
                 continue
             rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print("   " + ", ".join(f"beam {c['beam']} b{c['batch']} {c['tok_s']:.1f} tok/s ({c['rounds']} r)"
+            print(f"   load {rows[-1]['load']:.1f}: " + ", ".join(f"beam {c['beam']} b{c['batch']} {c['tok_s']:.1f} tok/s ({c['rounds']} r)"
                                     for c in rows[-1]["cases"]), flush=True)
     return rows
 
@@ -141,7 +141,9 @@ def section(rows) -> list:
             "Runtime: the optimum export (`text2text-generation-with-past`, float32, graph optimisations on) driven by a "
             "NumPy greedy / beam loop (benchmarks/decoding/ort_marian.py), and optimum's ORTModelForSeq2SeqLM.generate. "
             "transformers: the reference, 2 threads only. Beam search: no length penalty effect (every hypothesis has "
-            f"{w.NEW_TOKENS} tokens), best hypothesis returned.", "", *table(rows), ""]
+            f"{w.NEW_TOKENS} tokens), best hypothesis returned. Load average (1 min) at the end of each process: "
+            + ", ".join(f"{r['engine']} t={r['threads']} {r.get('load', float('nan')):.1f}" for r in rows) + ".",
+            "", *table(rows), ""]
 
 
 def main(argv=None) -> int:

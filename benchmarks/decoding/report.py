@@ -125,13 +125,13 @@ def render(benches, profiles, meta, peer_rows=()) -> str:
              f"- Date: {meta['date']}; whole run {meta['minutes']:.1f} min.",
              f"- Command: `{meta['command']}`",
              "- Versions: " + ", ".join(f"{k} {x}" for k, x in meta["versions"].items()),
-             f"- Workload: {w.SRC_LEN}-token sources ({w.SRC_LEN - 1} random ids + end token), exactly {w.NEW_TOKENS} generated "
+             *([] if not idx else [f"- Workload: {w.SRC_LEN}-token sources ({w.SRC_LEN - 1} random ids + end token), exactly {w.NEW_TOKENS} generated "
              "tokens per source on every engine (min = max new tokens), greedy, float32, 2 threads "
              "(torch.set_num_threads(2); ctranslate2 intra_threads=2, inter_threads=1; seqjit.set_num_threads(2)); each engine "
              "in its own process. Cells: tokens/s = batch x 20 / median time of one `generate` call (median ms, timed rounds "
              "after two untimed warm-up calls). `seqjit, PASSIVE`: the same seqjit run with OMP_WAIT_POLICY=PASSIVE "
              "(Numba's OpenMP workers sleep instead of spinning after a parallel region). `ids`: the generated ids of the "
-             "whole batch compared across engines.",
+             "whole batch compared across engines."]),
              "- Marian: opus-mt-en-de sized MarianConfig (d_model 512, 6+6 layers, 8 heads, ffn 2048, vocab 58101, swish, "
              "sinusoidal positions, scale_embedding, pad 58100 = decoder start, eos 0), seeded random weights (init std 0.02), "
              "saved as HF safetensors; seqjit via `seqjit.convert.from_hf`, CTranslate2 via TransformersConverter (float32) with "
