@@ -127,3 +127,11 @@ def test_inspect_kernels_prints_the_measured_choice(cache, monkeypatch, capsys):
     assert out[-1].split() == [str(m), str(k), str(n), "|", *(f"{entry['gflops'][c]:.1f}" for c in kc.CANDIDATES),
                                "|", entry["choice"]]
     assert str(path) in out[0] and len(calls) == 1
+
+
+def test_bad_mode_is_a_config_error(cache, monkeypatch):
+    from seqjit.errors import ConfigError
+
+    monkeypatch.setenv("SEQJIT_KERNEL_CHOICE", "fxed")
+    with pytest.raises(ConfigError, match="SEQJIT_KERNEL_CHOICE"):
+        kc.choose(*SHAPE)

@@ -6,8 +6,8 @@ the host (cache sizes, vector width, memory bandwidth), so instead of a threshol
 the lowering asks :func:`choose` (M, K, N): the first time a shape class is met, both kernels run
 it as one-op native programs on the calling thread (a weight of the class's K and up to 4096
 columns, read from L3 or memory: 16 MB are written before each call; interleaved, best of a few
-calls, ~0.2-0.5 s), and the faster is kept (the fixed choice unless the other is MARGIN faster), in memory and in
-``kernel_choice.json`` under the user cache directory (``$SEQJIT_CACHE_DIR``, else
+calls, ~0.2-0.5 s), and the faster is kept (the fixed choice unless the other is MARGIN faster),
+in memory and in ``kernel_choice.json`` under the user cache directory (``$SEQJIT_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/seqjit``, else ``~/.cache/seqjit``). The file is keyed by the seqjit version and the
 CPU model string: another version or CPU, or a file that does not parse, means measuring again
 (never an error). Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
@@ -45,8 +45,13 @@ _tables: dict = {}  # cache file path -> {class key: entry}, this process's copy
 
 
 def mode() -> str:
-    """``fixed`` or ``measure`` (the default), from $SEQJIT_KERNEL_CHOICE."""
-    return "fixed" if os.environ.get("SEQJIT_KERNEL_CHOICE", "").strip().lower() == "fixed" else "measure"
+    """``fixed`` or ``measure`` (the default, also when unset or empty), from $SEQJIT_KERNEL_CHOICE."""
+    value = os.environ.get("SEQJIT_KERNEL_CHOICE", "").strip().lower() or "measure"
+    if value not in ("fixed", "measure"):
+        from seqjit.errors import ConfigError
+
+        raise ConfigError(f"SEQJIT_KERNEL_CHOICE must be 'fixed' or 'measure', got {value[:30]!r}")
+    return value
 
 
 def cache_dir() -> Path:
