@@ -88,14 +88,15 @@ def _linear(x, w):
 @pytest.mark.parametrize("choice", kc.CANDIDATES)
 @pytest.mark.parametrize("m", [1, 3, 16])
 def test_lowering_follows_the_choice_and_matches_numpy(cache, choice, m, tol):
-    """A cached choice decides the weight layout of the plan (packed: the graph gets a packed copy),
-    and the product equals NumPy's either way."""
+    """A cached measurement decides the weight layout of the plan (packed: the graph gets a packed
+    copy), and the product equals NumPy's either way."""
     path, calls = cache
     rng = np.random.default_rng(m)
     k, n = 64, 96
     x = rng.standard_normal((m, k), dtype=np.float32)
     w = rng.standard_normal((n, k), dtype=np.float32)
-    entry = {"choice": choice, "gflops": dict.fromkeys(kc.CANDIDATES, 1.0), "shape": list(kc.shape_class(m, k, n))}
+    gflops = {c: 2.0 if c == choice else 1.0 for c in kc.CANDIDATES}  # the choice twice as fast as the other
+    entry = {"choice": choice, "gflops": gflops, "shape": list(kc.shape_class(m, k, n))}
     path.write_text(json.dumps({"version": kc._version(), "cpu": kc.cpu_model(),
                                 "choices": {kc.key(kc.shape_class(m, k, n)): entry}}))
     y, ex = _linear(x, w)
@@ -135,3 +136,52 @@ def test_bad_mode_is_a_config_error(cache, monkeypatch):
     monkeypatch.setenv("SEQJIT_KERNEL_CHOICE", "fxed")
     with pytest.raises(ConfigError, match="SEQJIT_KERNEL_CHOICE"):
         kc.choose(*SHAPE)
+
+
+@pytest.mark.parametrize("forced", kc.CANDIDATES)
+@pytest.mark.parametrize("mode,b", [("gru", 1), ("gru", 3), ("lstm", 2), ("lstm", 6)])
+def test_rnn_sequence_either_layout_matches_the_reference(forced, mode, b, monkeypatch, tol):
+    """The native GRU/LSTM sequence at any row count with its weights packed or as stored (whatever
+    a host's measurement picks) equals the NumPy reference."""
+    from seqjit import kernels
+
+    rng = np.random.default_rng(b)
+    t, i, h, g = 5, 6, 8, 3 if mode == "gru" else 4
+    params = {"weight_ih_l0": rng.standard_normal((g * h, i), dtype=np.float32) * 0.4,
+              "weight_hh_l0": rng.standard_normal((g * h, h), dtype=np.float32) * 0.4,
+              "bias_ih_l0": rng.standard_normal(g * h, dtype=np.float32), "bias_hh_l0": rng.standard_normal(g * h, dtype=np.float32)}
+    x, lengths = rng.standard_normal((b, t, i), dtype=np.float32), np.array([5, 2, 4, 1, 5, 3][:b], np.int64)
+    keys = tuple(params)
+    gb = GraphBuilder("rnn")
+    ws = [gb.constant(k, params[k]) for k in keys]
+    states = (None,) if mode == "gru" else (None, None)
+    outs = gb.op(mode, gb.input("x", dtype="float"), *states, gb.input("lengths", dtype="int"), *ws, keys=keys,
+                 batch_first=True, outputs=2 if mode == "gru" else 3)
+    gb.output(outs[0], name="out")
+    ex = Executor(gb.build(), passes=(), replay="native")
+    monkeypatch.setattr(kc._local, "forced", forced, raising=False)
+    got = ex.run({"x": x, "lengths": lengths})["out"]
+    assert ex.plan_for({"x": x, "lengths": lengths}).native is not None
+    assert bool(ex.graph.__dict__.get("_native_packed")) == (forced == "packed")
+    want = kernels.get(mode, "reference")(x, params, lengths=lengths, batch_first=True)[0]
+    np.testing.assert_allclose(got, want, **tol(np.float32))
+
+
+def test_a_near_tie_keeps_the_callers_fixed_choice(cache):
+    path, calls = cache
+
+    def cached(m, stored, packed):
+        e = {"choice": "stored", "gflops": {"stored": stored, "packed": packed}, "shape": list(kc.shape_class(m, 64, 96))}
+        path.write_text(json.dumps({"version": kc._version(), "cpu": kc.cpu_model(),
+                                    "choices": {kc.key(kc.shape_class(m, 64, 96)): e}}))
+        kc.forget()
+
+    cached(16, stored=1.03, packed=1.0)
+    assert kc.choose(16, 64, 96) == "packed"               # fixed: packed from 3 rows; 3% is a tie
+    cached(16, stored=1.1, packed=1.0)
+    assert kc.choose(16, 64, 96) == "stored"
+    cached(3, stored=1.0, packed=1.03)
+    assert kc.choose(3, 64, 96) == "packed" and kc.choose(3, 64, 96, packed_from=5) == "stored"
+    cached(3, stored=1.0, packed=1.2)
+    assert kc.choose(3, 64, 96, packed_from=5) == "packed"
+    assert calls == []

@@ -89,9 +89,9 @@ def key(cls: tuple) -> str:
     return "m{}_k{}_n{}".format(*cls)
 
 
-def fixed_choice(m: int) -> str:
-    """The choice without measuring: stored for one or two rows, packed from three."""
-    return "packed" if m > 2 else "stored"
+def fixed_choice(m: int, packed_from: int = 3) -> str:
+    """The choice without measuring: stored below ``packed_from`` rows (the linear's 3), packed from there."""
+    return "packed" if m >= packed_from else "stored"
 
 
 def _version() -> str:
@@ -144,7 +144,7 @@ def forget() -> None:
 
 def entry(m: int, k: int, n: int) -> dict:
     """The measured entry of (M, K, N)'s class: {"choice", "gflops": {candidate: GFLOP/s}, "shape"},
-    measured now if the cache has none."""
+    measured now if the cache has none ("choice": the linear's, with its fixed choice as the default)."""
     cls = shape_class(m, k, n)
     with _lock:
         path, table = _table()
@@ -155,14 +155,22 @@ def entry(m: int, k: int, n: int) -> dict:
         return found
 
 
-def choose(m: int, k: int, n: int) -> str:
-    """"stored" or "packed" for a native linear of M rows, K inputs and N outputs."""
+def choose(m: int, k: int, n: int, packed_from: int = 3) -> str:
+    """"stored" or "packed" for a native product of M rows, K inputs and N outputs. ``packed_from``:
+    the caller's fixed threshold, kept in fixed mode and unless the other kernel is MARGIN faster."""
     forced = getattr(_local, "forced", None)
     if forced is not None:
         return forced
     if mode() == "fixed":
-        return fixed_choice(m)
-    return entry(m, k, n)["choice"]
+        return fixed_choice(m, packed_from)
+    return _decide(entry(m, k, n)["gflops"], m, packed_from)
+
+
+def _decide(gflops: dict, m: int, packed_from: int = 3) -> str:
+    """The fixed choice for ``m`` rows unless the other candidate's GFLOP/s is MARGIN higher."""
+    default = fixed_choice(m, packed_from)
+    other = "stored" if default == "packed" else "packed"
+    return other if gflops[other] >= MARGIN * gflops[default] else default
 
 
 def _program(x: np.ndarray, w: np.ndarray, layout: str):
@@ -207,10 +215,7 @@ def measure(cls: tuple) -> dict:
                 best[c] = min(best[c], time.perf_counter() - t0)
     flop = 2.0 * m * k * n
     gflops = {c: flop / t / 1e9 for c, t in best.items()}
-    default = fixed_choice(m)
-    fastest = max(gflops, key=gflops.get)
-    choice = fastest if gflops[fastest] >= MARGIN * gflops[default] else default
-    return {"choice": choice, "gflops": gflops, "shape": [m, k, n]}
+    return {"choice": _decide(gflops, m), "gflops": gflops, "shape": [m, k, n]}
 
 
 #: the shape classes ``seqjit inspect --kernels`` shows: Marian's decode-step products

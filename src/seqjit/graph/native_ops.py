@@ -398,7 +398,9 @@ class OpLowerings:
         specs = [None if i is None else self.plan.specs[i] for i in node.inputs]
         b, t, hidden, layers, dirs = _seq_layout("lstm" if lstm else "gru", specs, attrs)
         rb, rt = (t, 1) if attrs["batch_first"] else (1, b)
-        packed = b > 4 and all(w in self.plan.graph.constants for key, w in weights.items() if key.startswith("weight"))
+        hh = weights.get("weight_hh_l0")  # the per-step product's shape decides; packed from 5 rows when fixed
+        packed = (hh is not None and all(w in self.plan.graph.constants for key, w in weights.items() if key.startswith("weight"))
+                  and kernel_choice.choose(b, *self.arrays[hh].shape[::-1], packed_from=5) == "packed")
         table = []
         for k in range(layers):
             for d in range(dirs):
