@@ -6,7 +6,7 @@ the host (cache sizes, vector width, memory bandwidth), so instead of a threshol
 the lowering asks :func:`choose` (M, K, N): the first time a shape class is met, both kernels run
 it as one-op native programs on the calling thread (a weight of the class's K and up to 4096
 columns, read from L3 or memory: 16 MB are written before each call; interleaved, best of a few
-calls, ~0.2-0.5 s), and the faster is kept (the fixed choice unless the other is MARGIN faster),
+calls, 0.05-0.5 s), and the faster is kept (the fixed choice unless the other is MARGIN faster),
 in memory and in ``kernel_choice.json`` under the user cache directory (``$SEQJIT_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/seqjit``, else ``~/.cache/seqjit``). The file is keyed by the seqjit version and the
 CPU model string: another version or CPU, or a file that does not parse, means measuring again
