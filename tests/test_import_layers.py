@@ -48,8 +48,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 
 _MODELS_DECODING_GPU = ("models/base.py imports decoding (generate) and gpu.devices; gpu/generate.py imports "
                         "private helpers of decoding/api.py; gpu/runtime.py and state.py import models/base.py")
-_ERRORS_KERNELS = "errors.py imports KernelUnavailable from kernels, and kernels/_cuda.py imports errors"
-_CUDA_ZEROS = "kernels/_cuda.device_zeros fills with the layout family's kernel, which imports _cuda"
 
 #: edges (importer, imported) that still exist and break a rule, each with why; each must only disappear.
 KNOWN: dict[tuple[str, str], str] = {
@@ -89,11 +87,6 @@ KNOWN: dict[tuple[str, str], str] = {
     ("seqjit.models.io", "seqjit.gpu.devices"): _MODELS_DECODING_GPU,
     ("seqjit.models.io", "seqjit.models.weights_file"): _MODELS_DECODING_GPU,
     ("seqjit.models.weights_file", "seqjit.models.base"): _MODELS_DECODING_GPU,
-    ("seqjit.errors", "seqjit.kernels"): _ERRORS_KERNELS,
-    ("seqjit.kernels", "seqjit.kernels._cuda"): _ERRORS_KERNELS,
-    ("seqjit.kernels._cuda", "seqjit.errors"): _ERRORS_KERNELS,
-    ("seqjit.kernels._cuda", "seqjit.kernels.layout.cuda"): _CUDA_ZEROS,
-    ("seqjit.kernels.layout.cuda", "seqjit.kernels._cuda"): _CUDA_ZEROS,
 }
 
 

@@ -33,13 +33,13 @@ def beam_search(model, state, options, suppressed: tuple):
     R = n_src * K
     sup = runtime.suppressed(suppressed)
     tokens = layout.fill(_cuda.device_empty((R,), np.int64), model.decoder_start_id)
-    run = [_cuda.device_zeros((n_src, K, max_len), np.int64) for _ in range(2)]
-    fin = [_cuda.device_zeros((n_src, K, max_len), np.int64) for _ in range(2)]
+    run = [layout.zeros((n_src, K, max_len), np.int64) for _ in range(2)]
+    fin = [layout.zeros((n_src, K, max_len), np.int64) for _ in range(2)]
     run_scores = layout.fill(_cuda.device_empty((n_src, K), np.float32), bk.NEG)
     layout.fill(run_scores[:, 0:1], 0.0)
-    fin_len = _cuda.device_zeros((n_src, K), np.int64)
+    fin_len = layout.zeros((n_src, K), np.int64)
     fin_scores = layout.fill(_cuda.device_empty((n_src, K), np.float32), bk.NEG)
-    fin_done = _cuda.device_zeros((n_src, K), np.int32)
+    fin_done = layout.zeros((n_src, K), np.int32)
     active = layout.fill(_cuda.device_empty((n_src,), np.int32), 1)
     status = _cuda.device_empty((n_src,), np.int64)
     src_rows = _cuda.device_empty((R,), np.int64)

@@ -48,7 +48,7 @@ class DeviceRuntime:
         needed = [n for n in model.executor("decoder_step").graph.inputs if n in encoded]
         encoder = {n: self.placement.feed(encoded[n]) for n in needed}
         specs = model.decoder_state_specs(batch, int(max_length))
-        decoder = {name: _cuda.device_zeros(s.shape, s.dtype) for name, s in specs.items()}
+        decoder = {name: layout.zeros(s.shape, s.dtype) for name, s in specs.items()}
         return DeviceDecoderState(encoder, decoder, src_lengths, int(max_length), model.decoder_state_time_axes())
 
     # -- stepping --------------------------------------------------------------------------------
