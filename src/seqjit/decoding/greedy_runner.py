@@ -23,7 +23,7 @@ from seqjit.graph import _native_vm
 from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
 from seqjit.kernels.sampling import philox
-from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
+from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
 
 from .native_greedy import COMPACT_MIN_ROWS, greedy_results, sampling_args
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from seqjit.kernels import _cuda
 from seqjit.kernels.layout import cuda as layout
-from seqjit.models.base import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS, check_source
+from seqjit.models.contract import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS, check_source
 
 from .state import DeviceDecoderState
 

@@ -59,74 +59,10 @@ import threading
 
 import numpy as np
 
-from seqjit.kernels._aligned import aligned
-
-from seqjit.errors import ModelFormatError
 from seqjit.graph.ops import TensorSpec
-
-#: names fixed by the contract
-SRC_IDS, SRC_LENGTHS, MEMORY = "src_ids", "src_lengths", "memory"
-PREV_TOKENS, STEP, LOGITS, ATTENTION = "prev_tokens", "step", "logits", "attention"
-NEXT = "next."
-
-
-class DecoderState:
-    """Per-decode state: encoder state (read-only), decoder state (advanced by every step), the
-    source lengths, the next step's position and the cache capacity ``max_length``."""
-
-    def __init__(self, encoder: dict, decoder: dict, src_lengths: np.ndarray, max_length: int,
-                 time_axes: dict | None = None):
-        self.encoder, self.decoder = encoder, decoder
-        self.src_lengths = src_lengths
-        self.max_length = int(max_length)
-        self.step = 0
-        #: decoder state name -> axis along which only the first ``step`` entries are in use (a KV
-        #: cache's time axis); reordering copies just that prefix
-        self.time_axes = dict(time_axes or {})
-        #: step graph name -> (executor, plan, batch): the plans this decode holds (its own buffers)
-        self.leases: dict = {}
-
-    def close(self) -> None:
-        """Give the step plans this state holds back to their executors (for other decodes)."""
-        leases, self.leases = self.leases, {}
-        for ex, plan, _ in leases.values():
-            ex.release(plan)
-
-    @property
-    def batch(self) -> int:
-        return int(self.src_lengths.shape[0])
-
-    def reorder(self, indices, *, encoder: bool = True) -> None:
-        """Keep rows ``indices`` (int array [B']) of every state array, in that order: beam
-        reordering, or expanding each source to k beams with ``np.repeat(np.arange(B), k)``.
-
-        When the batch size stays the same, only the rows that change are copied, in place (the
-        arrays, and so the decoder plan, stay the same). ``encoder=False`` leaves the encoder state
-        alone when the batch size stays the same: right when rows only move among the beams of one
-        source, whose encoder rows are identical."""
-        idx = np.asarray(indices)
-        if idx.dtype.kind not in "iu" or idx.ndim != 1:
-            raise TypeError(f"indices must be a 1-D integer array, got {idx.dtype} with shape {list(idx.shape)}")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.batch):
-            raise ValueError(f"indices must lie in [0, {self.batch}), got values from {idx.min()} to {idx.max()}")
-        same = idx.shape[0] == self.batch
-        if same:
-            moved = np.flatnonzero(idx != np.arange(idx.shape[0]))
-            if moved.size == 0:
-                return
-            sources = idx[moved]
-            for arr in self.decoder.values():
-                arr[moved] = arr[sources]  # the right side is gathered first: cycles are safe
-            if encoder:
-                for arr in self.encoder.values():
-                    arr[moved] = arr[sources]
-                self.src_lengths[moved] = self.src_lengths[sources]
-            return
-        for name, arr in self.decoder.items():
-            self.decoder[name] = np.ascontiguousarray(arr[idx])
-        self.encoder = {name: np.ascontiguousarray(arr[idx]) for name, arr in self.encoder.items()}
-        self.src_lengths = np.ascontiguousarray(self.src_lengths[idx])
-
+from seqjit.models.contract import (ATTENTION, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP,
+                                    DecoderState, check_ids, check_source)
+from seqjit.models.weight_checks import check_weights
 
 class Seq2SeqModel:
     """Base of every architecture. Subclasses set ``arch`` and ``config_class`` and implement
@@ -165,6 +101,20 @@ class Seq2SeqModel:
         from seqjit.gpu.devices import move
 
         return move(self, device)
+
+    # -- capabilities the decoding layer reads (seqjit.models.contract.declares) -----------------
+    @classmethod
+    def native_step(cls) -> bool:
+        """Whether this class steps as the base class does (``step`` not overridden), so the native
+        decoding loops may replay its step plan instead of calling ``step``."""
+        return cls.step is Seq2SeqModel.step
+
+    @classmethod
+    def native_decode(cls) -> bool:
+        """Whether this class also starts a decode and feeds its steps as the base class does
+        (``start``, ``start_from``, ``step_feeds``, ``step``), so a runner may replay a whole decode."""
+        return all(getattr(cls, name) is getattr(Seq2SeqModel, name)
+                   for name in ("start", "start_from", "step_feeds", "step"))
 
     # -- to implement --------------------------------------------------------------------------
     @classmethod
@@ -390,71 +340,7 @@ class Seq2SeqModel:
         return f"{type(self).__name__}({n / 1e6:.2f}M parameters, {self.config})"
 
 
-def check_ids(name: str, ids) -> np.ndarray:
-    ids = np.asarray(ids)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
-    if ids.ndim != 2 or ids.shape[1] == 0:
-        raise ValueError(f"{name} must have shape [B, L] with L >= 1, got {list(ids.shape)}")
-    return np.ascontiguousarray(ids, dtype=np.int64)
-
-
-def check_source(src_ids, src_lengths):
-    """``src_ids`` as int64 [B, S] and ``src_lengths`` as int64 [B] in [0, S] (default: all S)."""
-    src_ids = check_ids("src_ids", src_ids)
-    batch, length = src_ids.shape
-    if src_lengths is None:
-        return src_ids, np.full(batch, length, np.int64)
-    lengths = np.asarray(src_lengths)
-    if lengths.dtype.kind not in "iu":
-        raise TypeError(f"src_lengths must hold integers, got dtype {lengths.dtype}")
-    if lengths.shape != (batch,):
-        raise ValueError(f"src_lengths must have shape [{batch}] (one per src_ids row), got {list(lengths.shape)}")
-    if lengths.size and (lengths.min() < 0 or lengths.max() > length):
-        raise ValueError(f"src_lengths must lie in [0, {length}], got values from {lengths.min()} to {lengths.max()}")
-    return src_ids, np.ascontiguousarray(lengths, dtype=np.int64)
-
-
-def check_weights(weights: dict, spec: dict, source: str) -> dict:
-    """``weights`` checked against ``spec`` (name -> TensorSpec); one ModelFormatError lists every
-    missing, unexpected, misshapen or wrongly typed weight, naming ``source``."""
-    if not isinstance(weights, dict):
-        raise TypeError(f"weights must be a dict of name -> numpy.ndarray, got {type(weights).__name__}")
-    problems = name_problems(spec, weights)
-    checked = {}
-    for name, want in spec.items():
-        if name not in weights:
-            continue
-        arr = weights[name]
-        if not isinstance(arr, np.ndarray):
-            problems.append(f"{name} is a {type(arr).__name__}, not a numpy.ndarray")
-            continue
-        if tuple(arr.shape) != tuple(want.shape):
-            problems.append(f"{name} has shape {list(arr.shape)}, expected {list(want.shape)}")
-        elif arr.dtype != want.dtype:
-            problems.append(f"{name} has dtype {arr.dtype}, expected {np.dtype(want.dtype).name}")
-        else:
-            checked[name] = aligned(np.ascontiguousarray(arr))  # whole cache lines for the kernels' loads
-    if problems:
-        raise ModelFormatError(f"{source}: " + "; ".join(problems))
-    return checked
-
-
-def name_problems(spec: dict, names) -> list:
-    """The messages for weights of ``spec`` missing from ``names`` and names ``spec`` lacks."""
-    problems = []
-    missing = [n for n in spec if n not in names]
-    unexpected = [n for n in names if n not in spec]
-    if missing:
-        problems.append(f"missing weight(s): {_listing(missing)}")
-    if unexpected:
-        problems.append(f"unexpected weight(s): {_listing(unexpected)}")
-    return problems
-
-
-def _listing(names: list, limit: int = 8) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" ... and {len(names) - limit} more" if len(names) > limit else "")
-
-
-__all__ = ["Seq2SeqModel", "DecoderState", "TensorSpec", "check_source", "check_ids", "check_weights"]
+# DecoderState, the value names and the id checks live in the leaf module seqjit.models.contract (the
+# decoding and GPU layers import them from there); re-exported here for the architectures and callers
+__all__ = ["Seq2SeqModel", "DecoderState", "TensorSpec", "check_source", "check_ids", "check_weights", "SRC_IDS",
+           "SRC_LENGTHS", "MEMORY", "PREV_TOKENS", "STEP", "LOGITS", "ATTENTION", "NEXT"]
