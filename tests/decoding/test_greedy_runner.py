@@ -94,9 +94,9 @@ def test_idle_runners_are_bounded(pairs, monkeypatch):
         released.append(self)
         real_close(self)
     monkeypatch.setattr(greedy_runner.GreedyRunner, "close", close)
-    from seqjit.decoding.api import _options, pad_sources
+    from seqjit.decoding.inputs import pad_sources, parse_options
 
-    opts = _options(dict(max_length=5))
+    opts = parse_options(dict(max_length=5))
 
     def decode(width):
         ids, lens = pad_sources(_sources(native, high, 1, width), native.pad_id)
