@@ -46,29 +46,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("CLI", ("seqjit.commands", "seqjit.cli", "seqjit.__main__")),
 )
 
-_DEVICE_DISPATCH = ("decoding/api.py sends a model on the GPU to gpu/generate.py, whose loops import decoding back "
-                    "(the device should register its generate with the model instead)")
-_RUNNER_POOL = "RunnerPool (greedy_runner.py) makes BeamRunners, which derive from GreedyRunner: give it its own module"
 _MODEL_GENERATE = "Seq2SeqModel.generate/generate_stream call seqjit.decoding (a convenience upward)"
-_DEVICE_SEAM = "models/base.py and io.py reach gpu.devices (model.to, device=) instead of a device registry"
 
 #: edges (importer, imported) that still exist and break a rule, each with why; each must only disappear.
 KNOWN: dict[tuple[str, str], str] = {
-    ("seqjit.decoding", "seqjit.decoding.api"): _DEVICE_DISPATCH,
-    ("seqjit.decoding.api", "seqjit.gpu"): _DEVICE_DISPATCH,
-    ("seqjit.decoding.api", "seqjit.gpu.generate"): _DEVICE_DISPATCH,
-    ("seqjit.gpu.beam", "seqjit.decoding"): _DEVICE_DISPATCH,
-    ("seqjit.gpu.generate", "seqjit.decoding"): _DEVICE_DISPATCH,
-    ("seqjit.gpu.generate", "seqjit.gpu.beam"): _DEVICE_DISPATCH,
-    ("seqjit.gpu.generate", "seqjit.gpu.greedy"): _DEVICE_DISPATCH,
-    ("seqjit.gpu.greedy", "seqjit.decoding"): _DEVICE_DISPATCH,
-    ("seqjit.decoding.beam_runner", "seqjit.decoding.greedy_runner"): _RUNNER_POOL,
-    ("seqjit.decoding.greedy_runner", "seqjit.decoding.beam_runner"): _RUNNER_POOL,
     ("seqjit.models.base", "seqjit.decoding"): _MODEL_GENERATE,
-    ("seqjit.models.base", "seqjit.gpu"): _DEVICE_SEAM,
-    ("seqjit.models.base", "seqjit.gpu.devices"): _DEVICE_SEAM,
-    ("seqjit.models.io", "seqjit.gpu"): _DEVICE_SEAM,
-    ("seqjit.models.io", "seqjit.gpu.devices"): _DEVICE_SEAM,
 }
 
 

@@ -16,7 +16,7 @@ from seqjit.models.contract import declares
 from . import native_beam, native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
-from .greedy_runner import RunnerPool
+from .runner_pool import RunnerPool
 from .inputs import (MAX_CHECKED, check_vocab, drain, finished, pad_sources, parse_options, resolve_rules,
                      suppressed_tokens, with_seed)
 from .limits import check_budget, check_max_length, checked_length, decode_bytes
@@ -52,11 +52,9 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     the results equal decoding each source alone. ``callback(StepToken)`` is called for every
     generated token (greedy and sampling only); returning True stops that source.
     """
-    if getattr(model, "device", "cpu") != "cpu":  # on the GPU: decoded there (seqjit.gpu.generate)
-        from seqjit.gpu.generate import generate as device_generate
-
-        return device_generate(model, sources, lengths=lengths, max_batch_size=max_batch_size, callback=callback,
-                               **options)
+    if getattr(model, "device", "cpu") != "cpu":  # on a device: decoded by its runtime (seqjit.gpu.generate)
+        return model.device_runtime.generate(model, sources, lengths=lengths, max_batch_size=max_batch_size,
+                                             callback=callback, **options)
     opts = resolve_rules(model, parse_options(options))
     if not isinstance(max_batch_size, int) or max_batch_size < 1:
         raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
@@ -125,7 +123,7 @@ _pools_lock = threading.Lock()
 
 def _runner_decode(model, ids, lens, opts) -> list | None:
     """Greedy search, sampling or beam search of a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
-    beams) through the model's :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not
+    beams) through the model's :class:`~seqjit.decoding.runner_pool.RunnerPool`; None where that does not
     apply."""
     native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, None)
     if ids.shape[0] * opts.beam_size >= native_greedy.COMPACT_MIN_ROWS or not native \

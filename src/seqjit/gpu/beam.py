@@ -26,7 +26,7 @@ MAX_BEAM = bk.MAX_K
 
 def beam_search(model, state, options, suppressed: tuple):
     """Results for every source row of a fresh device ``state`` (see the module docstring)."""
-    runtime = model._gpu
+    runtime = model.device_runtime
     n_src, K, eos, max_len = state.batch, options.beam_size, model.eos_id, options.max_length
     lp = float(options.length_penalty)
     state.reorder(np.repeat(np.arange(n_src), K))  # the K beams of each source (the one upload of ids)

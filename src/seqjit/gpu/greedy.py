@@ -28,7 +28,7 @@ from seqjit.kernels.sampling import philox
 def greedy_search(model, state, options, suppressed: tuple, sources=None):
     """Results for every row of a fresh device ``state`` (see the module docstring); ``sources``: each
     row's index in the caller's batch (what sampling draws are keyed by; default the row itself)."""
-    runtime = model._gpu
+    runtime = model.device_runtime
     batch, eos, max_len = state.batch, model.eos_id, options.max_length
     want_scores, want_attn = options.return_scores, options.return_attention
     processed = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size > 0 or options.sampling

@@ -1,5 +1,5 @@
-"""The device side of a model on the GPU (:func:`seqjit.gpu.devices.move` attaches it): ``start`` /
-``step`` on device arrays.
+"""The device side of a model on the GPU (made by :func:`seqjit.gpu.devices.runtime` when the model
+moves there; the runtime protocol: :mod:`seqjit.models.devices`): ``start`` / ``step`` on device arrays.
 
 On the device, :meth:`DeviceRuntime.start` uploads the source ids and lengths (the only uploads of a
 decode), runs the encoder plan and keeps its device outputs as the encoder state (the encoder plan
@@ -20,9 +20,24 @@ from .state import DeviceDecoderState
 class DeviceRuntime:
     """What a model on the GPU holds: its placement (uploaded constants) and device helpers."""
 
+    device = "cuda"
+    backend = "cuda"  # the kernel backend of the model's executors while it is on the GPU
+
     def __init__(self, placement):
         self.placement = placement
         self._suppressed: dict = {}
+
+    def upload(self, model) -> None:
+        """Every weight the model's encoder and decoder-step graphs read, uploaded now, once."""
+        for name in ("encoder", "decoder_step"):
+            for value in model.executor(name).graph.constants.values():
+                self.placement.constant(value)
+
+    def generate(self, model, sources, **arguments) -> list:
+        """:func:`seqjit.decoding.generate` on the GPU (:func:`seqjit.gpu.generate.generate`)."""
+        from .generate import generate
+
+        return generate(model, sources, **arguments)
 
     # -- starting a decode -----------------------------------------------------------------------
     def start(self, model, src_ids, src_lengths, max_length: int) -> DeviceDecoderState:

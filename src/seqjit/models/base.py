@@ -62,6 +62,7 @@ import numpy as np
 from seqjit.graph.ops import TensorSpec
 from seqjit.models.contract import (ATTENTION, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP,
                                     DecoderState, check_ids, check_source)
+from seqjit.models.devices import check_device, runtime_for
 from seqjit.models.weight_checks import check_weights
 
 class Seq2SeqModel:
@@ -83,14 +84,19 @@ class Seq2SeqModel:
         self.replay = replay
         self._executors: dict = {}
         self._executors_lock = threading.Lock()
-        self._gpu = None  # a seqjit.gpu.runtime.DeviceRuntime while the model is on the GPU
+        self._runtime = None  # the device's runtime while the model is on a device (seqjit.models.devices)
         self._cpu_backend = backend
 
     # -- device ----------------------------------------------------------------------------------
     @property
     def device(self) -> str:
         """``"cpu"``, or ``"cuda"`` after :meth:`to`."""
-        return "cpu" if self._gpu is None else "cuda"
+        return "cpu" if self._runtime is None else self._runtime.device
+
+    @property
+    def device_runtime(self):
+        """The runtime of the device the model is on (:mod:`seqjit.models.devices`); None on the CPU."""
+        return self._runtime
 
     def to(self, device: str):
         """Run on ``device`` (``"cuda"`` or ``"cpu"``); returns the model, moved in place. On the GPU
@@ -98,9 +104,27 @@ class Seq2SeqModel:
         ``generate`` decodes there (:mod:`seqjit.gpu`). Raises :class:`~seqjit.errors.CudaUnavailable`
         (naming what is missing) without a usable GPU, :class:`~seqjit.errors.DeviceOutOfMemory` when
         the weights do not fit."""
-        from seqjit.gpu.devices import move
+        target = check_device(device)
+        if target == self.device:
+            return self
+        if target == "cpu":
+            self._attach(None)
+            return self
+        runtime = runtime_for(target, self)
+        self._cpu_backend = self.backend
+        self._attach(runtime)
+        try:
+            runtime.upload(self)
+        except BaseException:
+            self._attach(None)
+            raise
+        return self
 
-        return move(self, device)
+    def _attach(self, runtime) -> None:
+        """Run on ``runtime``'s device (None: the CPU); the executors made so far are dropped."""
+        with self._executors_lock:
+            self._runtime, self._executors = runtime, {}
+            self.backend = self._cpu_backend if runtime is None else runtime.backend
 
     # -- capabilities the decoding layer reads (seqjit.models.contract.declares) -----------------
     @classmethod
@@ -170,7 +194,7 @@ class Seq2SeqModel:
                 if ex is None:
                     ex = self._executors[name] = Executor(
                         self._build_graph(name), backend=self.backend, replay=self.replay,
-                        device=None if self._gpu is None else self._gpu.placement)
+                        device=None if self._runtime is None else self._runtime.placement)
         return ex
 
     def set_replay(self, replay: str | None) -> None:
@@ -202,16 +226,16 @@ class Seq2SeqModel:
 
     def start(self, src_ids, src_lengths=None, *, max_length: int) -> DecoderState:
         """Encode ``src_ids`` and return a fresh :class:`DecoderState` for at most ``max_length`` steps."""
-        if self._gpu is not None:
-            return self._gpu.start(self, src_ids, src_lengths, max_length)
+        if self._runtime is not None:
+            return self._runtime.start(self, src_ids, src_lengths, max_length)
         src_ids, src_lengths = check_source(src_ids, src_lengths)
         encoded = self.executor("encoder").run({SRC_IDS: src_ids, SRC_LENGTHS: src_lengths})
         return self.start_from(encoded, src_lengths, max_length)
 
     def start_from(self, encoded: dict, src_lengths, max_length: int) -> DecoderState:
         """A fresh :class:`DecoderState` from :meth:`encode`'s outputs, for at most ``max_length`` steps."""
-        if self._gpu is not None:
-            return self._gpu.start_from(self, encoded, src_lengths, max_length)
+        if self._runtime is not None:
+            return self._runtime.start_from(self, encoded, src_lengths, max_length)
         src_lengths = np.array(src_lengths, dtype=np.int64)  # a copy: reorder writes into it
         if int(max_length) != max_length or max_length < 1:
             raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
@@ -224,8 +248,8 @@ class Seq2SeqModel:
     def step(self, state: DecoderState, prev_tokens, *, with_attention: bool = False, copy: bool = True):
         """One decoder step: returns ``logits`` [B, V] (and ``attention`` when asked, as a pair);
         advances ``state`` (its arrays are updated in place, ``state.step`` += 1)."""
-        if self._gpu is not None:
-            return self._gpu.step(self, state, prev_tokens, with_attention)
+        if self._runtime is not None:
+            return self._runtime.step(self, state, prev_tokens, with_attention)
         tokens = np.asarray(prev_tokens)
         if tokens.dtype.kind not in "iu" or tokens.shape != (state.batch,):
             raise ValueError(f"prev_tokens must be an integer array of shape [{state.batch}], got {tokens.dtype} {list(tokens.shape)}")
@@ -319,7 +343,7 @@ class Seq2SeqModel:
         and one decoder step (the logits are not looked at, so weights that give NaN still load):
         the loaders call it, so a first ``generate`` at a new shape costs about as much as a later
         one. Returns the model."""
-        if self._gpu is None:
+        if self._runtime is None:
             token = self.pad_id if self.pad_id is not None else 0
             state = self.start(np.array([[token]], np.int64), max_length=1)
             try:
