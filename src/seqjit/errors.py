@@ -27,6 +27,13 @@ class ModelConfigError(ModelFormatError, ConfigError):
     the file."""
 
 
+class UnknownOptionError(TypeError):
+    """``generate`` was given a keyword argument that is not one of its options (a ``TypeError``, as
+    Python's own for an unexpected keyword). The message names, for each, the seqjit option it
+    probably means (a Hugging Face ``generate`` name, or a close spelling), or says that seqjit has no
+    equivalent, then the known options."""
+
+
 class NonFiniteLogits(ValueError):
     """A decoding step's logits hold NaN (the model's weights or activations overflowed float32): no
     token can be chosen, and picking one anyway (the first index, often the padding token) would

@@ -11,14 +11,14 @@ import threading
 import numpy as np
 
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
-from seqjit.models.contract import declares
+from seqjit.models.contract import DEFAULT_MAX_LENGTH, declares
 
 from . import native_beam, native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
 from .runner_pool import RunnerPool
-from .inputs import (MAX_CHECKED, check_vocab, drain, finished, pad_sources, parse_options, resolve_rules,
-                     suppressed_tokens, with_seed)
+from .inputs import (MAX_CHECKED, check_vocab, drain, finished, given_options, pad_sources, parse_options,
+                     resolve_rules, suppressed_tokens, with_seed)
 from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .native_stream import native_stream
 from .options import DecodingOptions, document_options
@@ -45,13 +45,30 @@ def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int,
 
 
 @document_options
-def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
+def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None,
+             max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1, num_hypotheses: int = 1,
+             length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+             sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
+             seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
+             return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
     """Decode every source; returns one :class:`GenerationResult` per source, in order.
 
     Sources are decoded in batches of at most ``max_batch_size`` (longest first, to pad little);
     the results equal decoding each source alone. ``callback(StepToken)`` is called for every
-    generated token (greedy and sampling only); returning True stops that source.
+    generated token (greedy and sampling only); returning True stops that source. ``lengths``: each
+    row's length when ``sources`` is a padded 2-D array. Any other keyword (a Hugging Face name such
+    as ``num_beams``, a misspelling) is an :class:`~seqjit.errors.UnknownOptionError` naming the
+    option it probably means.
     """
+    return decode(model, sources, locals(), unknown)
+
+
+def decode(model, sources, arguments: dict, unknown: dict) -> list:
+    """:func:`generate` of ``arguments`` (its parameters by name: its ``locals()``, or
+    :meth:`Seq2SeqModel.generate <seqjit.models.base.Seq2SeqModel.generate>`'s) and ``unknown``
+    (the other keywords given)."""
+    options = given_options(arguments, unknown)
+    lengths, max_batch_size, callback = arguments["lengths"], arguments["max_batch_size"], arguments["callback"]
     if getattr(model, "device", "cpu") != "cpu":  # on a device: decoded by its runtime (seqjit.gpu.generate)
         return model.device_runtime.generate(model, sources, lengths=lengths, max_batch_size=max_batch_size,
                                              callback=callback, **options)

@@ -12,12 +12,14 @@ from collections.abc import Mapping, Set
 
 import numpy as np
 
+from seqjit.errors import UnknownOptionError
 from seqjit.kernels.sampling import philox
+from seqjit.models.contract import DEFAULT_MAX_LENGTH
 
 from .options import DecodingOptions, unknown_options_message
 from .results import GenerationResult
 
-__all__ = ["pad_sources", "parse_options", "resolve_rules", "suppressed_tokens", "check_vocab", "finished",
+__all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_vocab", "finished",
            "with_seed", "drain"]
 
 
@@ -98,6 +100,17 @@ def _pad_flat(sources, pad_id: int):
 
 
 _OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(DecodingOptions))
+#: option -> the default object of ``generate``'s signature (``max_length``: the distinct
+#: :data:`~seqjit.models.contract.DEFAULT_MAX_LENGTH`, so an explicit 256 is told apart)
+OPTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(DecodingOptions)} | {"max_length": DEFAULT_MAX_LENGTH}
+
+
+def given_options(arguments: dict, unknown: dict) -> dict:
+    """The decoding options a caller gave, from ``generate``'s ``arguments`` (its parameters by name):
+    each whose value is not its default object; UnknownOptionError for any keyword in ``unknown``."""
+    if unknown:
+        raise UnknownOptionError(unknown_options_message(sorted(unknown), _OPTION_NAMES))
+    return {name: arguments[name] for name, default in OPTION_DEFAULTS.items() if arguments[name] is not default}
 
 
 #: checked options by the keyword arguments that gave them (each value with its type: 1, 1.0 and
@@ -119,7 +132,7 @@ def parse_options(kwargs) -> DecodingOptions:
     names = _OPTION_NAMES
     unknown = sorted(set(kwargs) - names)
     if unknown:
-        raise TypeError(unknown_options_message(unknown, names))
+        raise UnknownOptionError(unknown_options_message(unknown, names))
     opts = DecodingOptions(**kwargs).validate()
     if key is not None:
         if len(_checked) >= MAX_CHECKED:

@@ -60,8 +60,8 @@ import threading
 import numpy as np
 
 from seqjit.graph.ops import TensorSpec
-from seqjit.models.contract import (ATTENTION, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP,
-                                    DecoderState, check_ids, check_source)
+from seqjit.models.contract import (ATTENTION, DEFAULT_MAX_LENGTH, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS,
+                                    SRC_LENGTHS, STEP, DecoderState, check_ids, check_source)
 from seqjit.models.devices import check_device, runtime_for
 from seqjit.models.weight_checks import check_weights
 
@@ -313,10 +313,15 @@ class Seq2SeqModel:
         return ex.run({name: available[name] for name in ex.graph.inputs})["logits"]
 
     # -- decoding --------------------------------------------------------------------------------
-    def generate(self, sources, **options):
+    def generate(self, sources, *, lengths=None, max_batch_size: int = 64, callback=None,
+                 max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1, num_hypotheses: int = 1,
+                 length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+                 sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
+                 seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
+                 return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
         """Decode ``sources`` (token-id sequences of any lengths); returns one
-        :class:`~seqjit.decoding.GenerationResult` per source. Also ``lengths``, ``max_batch_size=64``
-        and ``callback``: :func:`seqjit.decoding.generate` describes every option.
+        :class:`~seqjit.decoding.GenerationResult` per source: :func:`seqjit.decoding.generate`,
+        whose docstring describes every argument.
 
         Decoding options, with their defaults (:class:`~seqjit.decoding.DecodingOptions`):
         max_length=256 (at most the model's positions: the default is lowered to them), min_length=0,
@@ -324,11 +329,13 @@ class Seq2SeqModel:
         no_repeat_ngram_size=0, sampling_topk=1 (greedy; 0 samples from every token),
         sampling_topp=1.0, sampling_temperature=1.0, seed=None, forced_bos_id=None (the model's:
         the target language of mBART-50/M2M100/NLLB), forced_eos_id=None (the model's),
-        return_scores=False, return_attention=False.
+        return_scores=False, return_attention=False. A Hugging Face name (``num_beams``, ``top_k``,
+        ``max_new_tokens`` ...) is an :class:`~seqjit.errors.UnknownOptionError` naming the seqjit
+        option it means.
         """
-        from seqjit.decoding import generate
+        from seqjit.decoding import decode
 
-        return generate(self, sources, **options)
+        return decode(self, sources, locals(), unknown)
 
     def generate_stream(self, source, **options):
         """Yield :class:`~seqjit.decoding.StepToken` for one source as tokens are produced

@@ -13,6 +13,20 @@ PREV_TOKENS, STEP, LOGITS, ATTENTION = "prev_tokens", "step", "logits", "attenti
 NEXT = "next."
 
 
+class _DefaultMaxLength(int):
+    """The ``max_length`` of a ``generate`` call that gave none: 256, lowered to the model's positions
+    when it has fewer (an explicit value above them is an error). A distinct object, so that
+    ``generate`` can tell it from an explicit 256."""
+
+    def __repr__(self) -> str:
+        return "DEFAULT_MAX_LENGTH"
+
+
+#: ``generate``'s default ``max_length`` (see :class:`_DefaultMaxLength`); equal to
+#: ``DecodingOptions.max_length``
+DEFAULT_MAX_LENGTH = _DefaultMaxLength(256)
+
+
 def declares(model, capability: str) -> bool:
     """Whether ``model`` declares ``capability``, one of :class:`~seqjit.models.base.Seq2SeqModel`'s
     capability classmethods (``native_step``, ``native_decode``); a model without it (a stand-in that
