@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from seqjit.decoding import DecodingOptions, generate
+from seqjit.decoding import DecodingOptions, generate, generate_stream
 from seqjit.decoding.options import HF_NAMES
 from seqjit.errors import UnknownOptionError
 from seqjit.models.base import Seq2SeqModel
@@ -23,22 +23,34 @@ def model():
     return G2P("transformer").model  # 128 positions: fewer than the default max_length
 
 
-@pytest.mark.parametrize("function, skip", [(generate, ["model", "sources"]), (Seq2SeqModel.generate, ["self", "sources"])])
-def test_every_option_is_a_keyword_parameter_with_its_default(function, skip):
+@pytest.mark.parametrize("function, skip, call", [
+    (generate, ["model", "sources"], CALL), (Seq2SeqModel.generate, ["self", "sources"], CALL),
+    (generate_stream, ["model", "source"], []), (Seq2SeqModel.generate_stream, ["self", "source"], [])])
+def test_every_option_is_a_keyword_parameter_with_its_default(function, skip, call):
     params = list(inspect.signature(function).parameters.values())
     assert [p.name for p in params[:2]] == skip and params[-1].kind is inspect.Parameter.VAR_KEYWORD
     keywords = params[2:-1]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in keywords)
-    assert [p.name for p in keywords] == CALL + [f.name for f in FIELDS]
-    for p, field in zip(keywords[len(CALL):], FIELDS):
+    assert [p.name for p in keywords] == call + [f.name for f in FIELDS]
+    for p, field in zip(keywords[len(call):], FIELDS):
         assert p.default == field.default and type(p.default) is not str, p.name
         assert p.annotation != inspect.Parameter.empty, p.name
 
 
-def test_the_method_and_the_function_take_the_same_arguments():
-    ours = list(inspect.signature(Seq2SeqModel.generate).parameters.values())[1:]
-    theirs = list(inspect.signature(generate).parameters.values())[1:]
+@pytest.mark.parametrize("method, function", [(Seq2SeqModel.generate, generate),
+                                              (Seq2SeqModel.generate_stream, generate_stream)])
+def test_the_method_and_the_function_take_the_same_arguments(method, function):
+    ours = list(inspect.signature(method).parameters.values())[1:]
+    theirs = list(inspect.signature(function).parameters.values())[1:]
     assert ours == theirs
+
+
+def test_the_stream_refuses_a_hugging_face_name_too(model):
+    with pytest.raises(UnknownOptionError, match=r"'top_k' \(did you mean sampling_topk\?\)"):
+        next(model.generate_stream([5, 6], top_k=3))
+    streamed = [t.token for t in model.generate_stream([5, 6], max_length=4)]
+    ids = model.generate([[5, 6]], max_length=4)[0].ids[0]
+    assert ids and streamed[:len(ids)] == ids  # the stream also yields the end token when it comes
 
 
 def test_the_default_max_length_is_lowered_to_the_positions_an_explicit_one_is_not(model):

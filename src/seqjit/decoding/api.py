@@ -224,13 +224,19 @@ def _decode(model, state, opts, callback, sources=None) -> list:
 
 
 @document_options
-def generate_stream(model, source, **options):
+def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
+                    num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
+                    no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
+                    sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
+                    forced_eos_id: int | None = None, return_scores: bool = False, return_attention: bool = False,
+                    **unknown):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
 
     Each step runs in one native call (:mod:`~seqjit.decoding.native_stream`) where native greedy
     search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
     that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
-    source row 0, as ``generate([source])``)."""
+    source row 0, as ``generate([source])``). Other keywords: as :func:`generate`."""
+    options = given_options(locals(), unknown)
     opts = resolve_rules(model, parse_options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")

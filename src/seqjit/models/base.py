@@ -337,12 +337,18 @@ class Seq2SeqModel:
 
         return decode(self, sources, locals(), unknown)
 
-    def generate_stream(self, source, **options):
+    def generate_stream(self, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
+                        num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
+                        no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
+                        sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
+                        forced_eos_id: int | None = None, return_scores: bool = False, return_attention: bool = False,
+                        **unknown):
         """Yield :class:`~seqjit.decoding.StepToken` for one source as tokens are produced
-        (greedy or sampling); see :func:`seqjit.decoding.generate_stream`."""
+        (greedy or sampling); see :func:`seqjit.decoding.generate_stream` (the options: :meth:`generate`)."""
+        arguments = {name: value for name, value in locals().items() if name not in ("self", "source", "unknown")}
         from seqjit.decoding import generate_stream
 
-        return generate_stream(self, source, **options)
+        return generate_stream(self, source, **arguments, **unknown)
 
     def prepare(self):
         """Do now the part of a first decode that does not depend on the batch shape (importing the
