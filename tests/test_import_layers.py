@@ -15,6 +15,11 @@ that resolves ``seqjit.load`` and friends lazily by name; it sits above convert,
 names, and below the applications that call ``seqjit.load``. ``seqjit.text`` (line rules, token
 batching, the SentencePiece codec) is the library both the CLI and the Ray integration use.
 
+A module found by name at run time is not an edge here: the kernel registry's backends
+(``seqjit.kernels.get``), the facade's lazy names, and the device registry's providers
+(``seqjit.models.devices.PROVIDERS``: a model asks for the runtime of a device by name; the GPU's
+provider implements that protocol, so the model depends on the protocol, not on ``seqjit.gpu``).
+
 While some edges could not be removed yet, :data:`KNOWN` lists them, each with why. The list may only
 shrink: a new circle or upward edge fails, and so does a listed edge that no longer exists (delete it).
 """
