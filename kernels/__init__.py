@@ -22,6 +22,8 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
+from seqjit.errors import KernelUnavailable  # defined below both (errors is the bottom layer)
+
 __all__ = ["get", "backends", "ops", "BACKENDS", "OPS", "KernelUnavailable"]
 
 #: op name -> family folder
@@ -85,10 +87,6 @@ PREFERRED: dict[str, tuple[str, ...]] = {
     "beam_topk": _CYTHON_FIRST,
     "beam_advance": _CYTHON_FIRST,
 }
-
-
-class KernelUnavailable(RuntimeError):
-    """The requested backend of an op cannot be used here (not built, or no GPU)."""
 
 
 def ops() -> list[str]:

@@ -20,7 +20,7 @@ import numpy as np
 from seqjit.errors import CudaUnavailable, DeviceOutOfMemory
 
 __all__ = ["CudaUnavailable", "DeviceOutOfMemory", "require_cuda", "to_device", "to_host", "device_empty",
-           "device_zeros", "strided", "reshape_view", "permute_view", "broadcast_view", "is_c_contiguous",
+           "strided", "reshape_view", "permute_view", "broadcast_view", "is_c_contiguous",
            "threads_for", "row_threads", "host_mirror", "to_device_mirrored"]
 
 _SIMULATOR_HINT = "set NUMBA_ENABLE_CUDASIM=1 before numba.cuda is first imported to run on numba's CUDA simulator"
@@ -329,12 +329,3 @@ def is_c_contiguous(x) -> bool:
             return False
         expected *= n
     return True
-
-
-def device_zeros(shape, dtype):
-    """A device array of zeros, filled on the device (nothing is uploaded)."""
-    out = device_empty(shape, dtype)
-    from seqjit.kernels.layout.cuda import fill
-
-    fill(out, 0)
-    return out

@@ -54,7 +54,7 @@ def actor_startup(model: str, repeats: int = 3) -> list:
     """Seconds from asking for a 1-CPU actor that builds the predictor to its first answer."""
     import ray
 
-    from seqjit.ray import G2PPredictor
+    from seqjit.integrations.ray import G2PPredictor
 
     @ray.remote(num_cpus=1)
     class Probe:

@@ -16,6 +16,7 @@ import numpy as np
 from numba import cuda
 
 from seqjit.kernels import _cuda
+from seqjit.kernels.layout import cuda as _layout
 
 from . import spec
 
@@ -27,7 +28,7 @@ _dummy = None  # a device [1, 1] array standing in for absent positions (made on
 def _no_positions():
     global _dummy
     if _dummy is None:
-        _dummy = _cuda.device_zeros((1, 1), np.float32)
+        _dummy = _layout.zeros((1, 1), np.float32)
     return _dummy
 
 

@@ -13,6 +13,7 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
+from seqjit.kernels.layout import cuda as _layout
 from seqjit.kernels._cuda_reduce import block_sum as _block_sum
 
 from . import spec
@@ -54,7 +55,7 @@ def layer_norm(x, weight=None, bias=None, *, eps=1e-5, out=None):
     if rows and d:
         global _dummy
         if (w is None or b is None) and _dummy is None:
-            _dummy = _cuda.device_zeros((1,), np.float32)
+            _dummy = _layout.zeros((1,), np.float32)
         dw = _cuda.to_device(w) if w is not None else _dummy
         db = _cuda.to_device(b) if b is not None else _dummy
         _layer_norm_rows[rows, _cuda.row_threads(d, _THREADS)](

@@ -114,6 +114,11 @@ def fill(out, value):
     return out
 
 
+def zeros(shape, dtype):
+    """A device array of zeros, filled on the device (nothing is uploaded)."""
+    return fill(_cuda.device_empty(shape, dtype), 0)
+
+
 def gather_rows(src, index, dst):
     """``dst[i] = src[index[i]]`` along axis 0; ``index`` a device int array ``[dst.shape[0]]`` whose
     values are trusted (they come from the device: beam reordering); ``src`` and ``dst`` must not overlap."""

@@ -22,6 +22,7 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
+from seqjit.kernels.layout import cuda as _layout
 
 from . import spec
 
@@ -185,7 +186,7 @@ def _swapped(x):
 
 
 def _zeros(shape):
-    return _cuda.device_zeros(shape, np.float32)
+    return _layout.zeros(shape, np.float32)
 
 
 def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, nsteps, reverse, lstm, out, col, h_fin, c_fin):

@@ -16,6 +16,7 @@ import numpy as np
 from numba import cuda, float32
 
 from seqjit.kernels import _cuda
+from seqjit.kernels.layout import cuda as _layout
 from seqjit.kernels._cuda_reduce import block_max, block_sum
 
 from . import spec
@@ -77,7 +78,7 @@ def _run(x, mask, out, use_log):
     if rows and n:
         global _no_mask
         if m2 is None and _no_mask is None:
-            _no_mask = _cuda.device_zeros((1, 1), np.uint8)
+            _no_mask = _layout.zeros((1, 1), np.uint8)
         dmask = _cuda.to_device(m2) if m2 is not None else _no_mask
         _softmax_rows[rows, _cuda.row_threads(n, _THREADS)](_cuda.to_device(x2), dmask, m2 is not None, dout.reshape(rows, n), use_log)
     return _cuda.finish(dout, out, on_device)

@@ -1,4 +1,5 @@
-"""Typed errors raised by seqjit outside the kernels (kernels raise plain TypeError/ValueError)."""
+"""Typed errors raised by seqjit outside the kernels (kernels raise plain TypeError/ValueError, and
+:class:`KernelUnavailable` when a backend cannot run). The bottom layer: imports nothing of seqjit."""
 from __future__ import annotations
 
 
@@ -26,6 +27,13 @@ class ModelConfigError(ModelFormatError, ConfigError):
     the file."""
 
 
+class UnknownOptionError(TypeError):
+    """``generate`` was given a keyword argument that is not one of its options (a ``TypeError``, as
+    Python's own for an unexpected keyword). The message names, for each, the seqjit option it
+    probably means (a Hugging Face ``generate`` name, or a close spelling), or says that seqjit has no
+    equivalent, then the known options."""
+
+
 class NonFiniteLogits(ValueError):
     """A decoding step's logits hold NaN (the model's weights or activations overflowed float32): no
     token can be chosen, and picking one anyway (the first index, often the padding token) would
@@ -51,10 +59,13 @@ class ChecksumWarning(UserWarning):
     seqjit's own ``save`` always writes them; re-save the model with seqjit to add them."""
 
 
-from seqjit.kernels import KernelUnavailable as _KernelUnavailable  # noqa: E402 - kernels imports nothing of seqjit
+class KernelUnavailable(RuntimeError):
+    """The requested backend of a kernel cannot be used here (not built, or no GPU). Also
+    :class:`seqjit.kernels.KernelUnavailable`: defined here, the bottom layer, so that both the kernels
+    and the errors above them derive from it without importing upward."""
 
 
-class CudaUnavailable(_KernelUnavailable):
+class CudaUnavailable(KernelUnavailable):
     """The GPU was asked for (the ``cuda`` kernel backend, or a model on ``device="cuda"``) but cannot
     be used here. The message names what is missing: the numba-cuda package, the NVIDIA driver, a
     visible GPU, or the CUDA toolkit's NVVM; and how to run on numba's CUDA simulator instead

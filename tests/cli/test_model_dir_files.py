@@ -91,7 +91,7 @@ def tokenizer_dir(tmp_path, spm_proto):
 
 
 def _codec(directory):
-    from seqjit.commands.translate import TextCodec
+    from seqjit.text.translation import TextCodec
 
     return TextCodec(directory, MODEL)
 
@@ -115,7 +115,7 @@ def test_tokenizer_file_linked_outside_is_refused(tokenizer_dir, tmp_path, name)
 @pytest.mark.parametrize("name", TOKENIZER)
 def test_special_file_in_place_of_tokenizer_file_is_refused(tokenizer_dir, name, kind):
     special(tokenizer_dir / name, kind)
-    got = bounded(outcome("from seqjit.commands.translate import TextCodec\n    import types\n"
+    got = bounded(outcome("from seqjit.text.translation import TextCodec\n    import types\n"
                           "    TextCodec(Path(sys.argv[1]), types.SimpleNamespace(eos_id=0, pad_id=95))"),
                   tokenizer_dir)
     assert got.startswith("ModelFormatError: ") and name in got and REFUSED_SPECIAL[kind] in got, got
@@ -124,9 +124,9 @@ def test_special_file_in_place_of_tokenizer_file_is_refused(tokenizer_dir, name,
 @pytest.mark.parametrize("name, limit", [("source.spm", "SPM_MAX_BYTES"), ("target.spm", "SPM_MAX_BYTES"),
                                          ("vocab.json", "VOCAB_MAX_BYTES"), ("target_vocab.json", "VOCAB_MAX_BYTES")])
 def test_oversized_tokenizer_file_is_refused_unread(tokenizer_dir, name, limit):
-    from seqjit.commands import translate
+    from seqjit.text import translation
 
-    size = getattr(translate, limit) + 1
+    size = getattr(translation, limit) + 1
     assert size > 32 << 20  # room for real Marian files (1-2 MiB)
     sparse(tokenizer_dir / name, size)
     with pytest.raises(ModelFormatError, match=f"{name} is {size} bytes, more than"):
@@ -178,7 +178,7 @@ def _peak_bytes(fn) -> tuple:
 
 
 def test_translate_refuses_oversized_config_unread(marian, tmp_path):
-    from seqjit.commands.translate import load_any
+    from seqjit.text.translation import load_any
 
     load_any(marian[2])  # imports done before memory is measured
     directory = tmp_path / "model"

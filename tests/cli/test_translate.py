@@ -164,7 +164,7 @@ def test_text_equals_transformers_tokenizer_and_generate(cli, marian, helpers, t
     assert code == 0, err
     encoded = [tok(line)["input_ids"] for line in lines]
     assert all(ids[-1] == helpers.EOS for ids in encoded) and 1 in encoded[-1]  # </s> appended, <unk> used
-    from seqjit.commands.translate import TextCodec
+    from seqjit.text.translation import TextCodec
 
     codec = TextCodec(text_model, seqjit.load(text_model))
     assert [codec.encode(line) for line in lines] == encoded

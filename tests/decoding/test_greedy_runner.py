@@ -4,7 +4,7 @@ import threading
 import numpy as np
 import pytest
 
-from seqjit.decoding import greedy_runner
+from seqjit.decoding import greedy_runner, runner_pool
 
 rng = np.random.default_rng(5)
 
@@ -87,16 +87,16 @@ def test_idle_runners_are_bounded(pairs, monkeypatch):
     """Idle runners past MAX_IDLE_BYTES (their plans and KV caches) or MAX_SHAPES are dropped, least
     recently used first, their plans given back; the most recent shape always stays."""
     native, python, high = pairs["g2p-transformer"]
-    pool = greedy_runner.RunnerPool(np.zeros(0, np.int64))
+    pool = runner_pool.RunnerPool(np.zeros(0, np.int64))
     released, real_close = [], greedy_runner.GreedyRunner.close
 
     def close(self):
         released.append(self)
         real_close(self)
     monkeypatch.setattr(greedy_runner.GreedyRunner, "close", close)
-    from seqjit.decoding.api import _options, pad_sources
+    from seqjit.decoding.inputs import pad_sources, parse_options
 
-    opts = _options(dict(max_length=5))
+    opts = parse_options(dict(max_length=5))
 
     def decode(width):
         ids, lens = pad_sources(_sources(native, high, 1, width), native.pad_id)
@@ -104,12 +104,12 @@ def test_idle_runners_are_bounded(pairs, monkeypatch):
     decode(3)
     first = pool._idle_bytes
     assert first > 0 and not released
-    monkeypatch.setattr(greedy_runner, "MAX_IDLE_BYTES", first + 1)  # room for one shape
+    monkeypatch.setattr(runner_pool, "MAX_IDLE_BYTES", first + 1)  # room for one shape
     decode(4)
     assert len(released) == 1 and [k[0] for k in pool._idle] == [(1, 4)]
     assert pool._idle_bytes == sum(r.nbytes for rs in pool._idle.values() for r in rs)
-    monkeypatch.setattr(greedy_runner, "MAX_IDLE_BYTES", 1 << 40)
-    monkeypatch.setattr(greedy_runner, "MAX_SHAPES", 2)
+    monkeypatch.setattr(runner_pool, "MAX_IDLE_BYTES", 1 << 40)
+    monkeypatch.setattr(runner_pool, "MAX_SHAPES", 2)
     for width in (5, 6, 7):
         decode(width)
     assert [k[0] for k in pool._idle] == [(1, 6), (1, 7)] and len(released) == 3

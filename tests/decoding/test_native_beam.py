@@ -12,8 +12,8 @@ import torch
 
 import seqjit
 from seqjit.convert import from_torch
-from seqjit.decoding import api, native_beam
-from seqjit.decoding.api import pad_sources
+from seqjit.decoding import native_beam
+from seqjit.decoding.inputs import pad_sources, suppressed_tokens
 from seqjit.decoding.beam import beam_search
 from seqjit.decoding.options import DecodingOptions
 
@@ -64,7 +64,7 @@ def _both(model, sources, **kw):
     """(native results, reference results) for one batch of ``sources``."""
     opts = DecodingOptions(**{"max_length": 24, **kw}).validate()
     ids, lens = pad_sources(sources, model.pad_id)
-    suppressed = api._suppressed(model)
+    suppressed = suppressed_tokens(model)
     out = []
     for search in (native_beam.native_beam, lambda m, s, o, sup: beam_search(m, s, o, suppressed=sup)):
         state = model.start(ids, lens, max_length=opts.max_length)

@@ -10,7 +10,7 @@ import pytest
 
 import seqjit
 from seqjit.decoding import DecodingOptions, processors
-from seqjit.decoding.api import _drain
+from seqjit.decoding.inputs import drain
 from seqjit.decoding.beam import beam_search
 from seqjit.decoding.greedy import greedy_search
 from seqjit.errors import ModelFormatError, NonFiniteLogits
@@ -39,7 +39,7 @@ class _Fixed:
 
 def _greedy(row, rows=3, **options):
     opts = DecodingOptions(**{"max_length": 4, **options}).validate()
-    return _drain(greedy_search(_Fixed(row), _State(rows), opts, suppressed=(PAD,), stream=False,
+    return drain(greedy_search(_Fixed(row), _State(rows), opts, suppressed=(PAD,), stream=False,
                                 need_scores=opts.return_scores))
 
 

@@ -47,7 +47,7 @@ def test_copy_reads_and_writes_strided_views(k):
     src = k.cu.permute_view(dx, (0, 2, 1, 3))  # a transpose, read where it lies
     out = k.cu.device_empty((2, 4, 3, 5), np.float32)
     np.testing.assert_array_equal(k.lay.copy(src, out).copy_to_host(), k.lay_ref.copy(x.transpose(0, 2, 1, 3), np.empty((2, 4, 3, 5), np.float32)))
-    cache = k.cu.device_zeros((2, 3, 6, 5), np.float32)  # a KV-cache write at t = 4
+    cache = k.lay.zeros((2, 3, 6, 5), np.float32)  # a KV-cache write at t = 4
     k.lay.copy(dx[:, :, 1:2, :], cache[:, :, 4:5, :])
     want = np.zeros((2, 3, 6, 5), np.float32)
     want[:, :, 4:5] = x[:, :, 1:2]
@@ -129,7 +129,7 @@ def test_processor_kernels_match_the_references(k):
         done0 = np.array([0, 1, 0, 0], np.int32)
         want_done, want_hist, want_total = done0.copy(), np.zeros((4, 3), np.int64), np.full(4, 0.5)
         k.dec_ref.greedy_advance(scores, chosen, 2, 1, want_done, want_hist, want_total if with_scores else None)
-        done, hist = k.cu.to_device(done0), k.cu.device_zeros((4, 3), np.int64)
+        done, hist = k.cu.to_device(done0), k.lay.zeros((4, 3), np.int64)
         total = k.cu.to_device(np.full(4, 0.5)) if with_scores else None
         k.dec.greedy_advance(k.cu.to_device(scores), k.cu.to_device(chosen), 2, 1, done, hist, total)
         np.testing.assert_array_equal(done.copy_to_host(), want_done)

@@ -26,12 +26,12 @@ def test_load_and_from_torch_on_the_device_and_back(tmp_path):
     want = model.generate(SOURCES[:2], max_length=4)
     loaded = seqjit.load(tmp_path, device="cuda")
     assert loaded.device == "cuda" and loaded.backend == "cuda"
-    placement = loaded._gpu.placement
+    placement = loaded.device_runtime.placement
     assert placement._constants and all(is_device_array(d) for _, d in placement._constants.values())
     assert [r.ids for r in loaded.generate(SOURCES[:2], max_length=4)] == [r.ids for r in want]
     encoded = loaded.encode(np.array([[3, 4, 5]]))
     assert all(isinstance(v, np.ndarray) for v in encoded.values())  # encode returns host arrays
-    assert loaded.to("cpu") is loaded and loaded.device == "cpu" and loaded._gpu is None
+    assert loaded.to("cpu") is loaded and loaded.device == "cpu" and loaded.device_runtime is None
     assert [r.ids for r in loaded.generate(SOURCES[:2], max_length=4)] == [r.ids for r in want]
     torch_names = {n.replace(".rnn.", ".lstm."): w for n, w in model.weights.items()}  # nn.LSTM's names
     imported = seqjit.from_torch(torch_names, arch="rnn_seq2seq", device="cuda", bridge_activation="tanh")

@@ -325,6 +325,7 @@ def test_batches_split_over_threads_equal_one_thread(model_pairs):
     """With 2 threads a batch of 24 decodes as parts on two threads; the results are the same."""
     import seqjit
     from seqjit.decoding import api
+    from seqjit.decoding.inputs import parse_options
 
     _, native, python, _ = model_pairs[0]
     sources = [list(rng.integers(1, 94, int(n))) + [0] for n in rng.integers(1, 15, 24)]
@@ -333,7 +334,7 @@ def test_batches_split_over_threads_equal_one_thread(model_pairs):
         seqjit.set_num_threads(2)
         lens = np.array([len(s) for s in sources])
         order = np.argsort(-lens, kind="stable")
-        parts = api._parts(native, order, lens, api._options(dict(max_length=12)), None)
+        parts = api._parts(native, order, lens, parse_options(dict(max_length=12)), None)
         assert len(parts) == 2 and min(len(p) for p in parts) >= api.SPLIT_MIN_ROWS
         assert np.array_equal(np.concatenate(parts), order)
         split = native.generate(sources, max_length=12, return_scores=True)

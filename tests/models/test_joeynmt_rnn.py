@@ -6,7 +6,7 @@ penalty). Marked ``toolkit`` (needs ``pip install '.[toolkits]'``).
 
 JoeyNMT's searches never emit ``<s>`` or ``<pad>`` and end no hypothesis at step 0; seqjit's
 decoding bans only the pad token and has no option for more yet (issue 23, item 3), so the test
-sets the banned list that every seqjit decoding path reads (``decoding.api._suppressed``) to
+sets the banned list that every seqjit decoding path reads (``decoding.inputs.suppressed_tokens``) to
 JoeyNMT's, and passes ``min_length=1``.
 """
 from types import SimpleNamespace

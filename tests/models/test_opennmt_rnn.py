@@ -7,7 +7,7 @@ and checked against OpenNMT-py's own code: teacher-forced logits (``NMTModel.for
 OpenNMT-py's searches ban no token (its pad ``<blank>`` and ``<s>`` can be generated: they are, with
 these weights); seqjit's decoding always bans the pad token and has no option for that yet (issue
 23, item 3), so the test empties the banned list that every seqjit decoding path reads
-(``decoding.api._suppressed``).
+(``decoding.inputs.suppressed_tokens``).
 """
 import io
 

@@ -1,4 +1,4 @@
-"""Batch inference over Ray Data (``seqjit.ray``, ``g2p``/``translate --ray``) on a local 2-CPU Ray
+"""Batch inference over Ray Data (``seqjit.integrations.ray``, ``g2p``/``translate --ray``) on a local 2-CPU Ray
 cluster started here: outputs equal the single-machine commands', bad lines keep their place, an
 actor killed mid-run loses and duplicates nothing, and a missing extra is a one-line error."""
 import io
@@ -22,7 +22,7 @@ from seqjit.commands.ray_run import InOrder
 from seqjit.g2p import G2P
 from seqjit.g2p.data import load_split
 from seqjit.g2p.predictor import MODELS_DIR
-from seqjit.ray import CRASH_FILE_ENV, G2PPredictor, TranslatePredictor, map_g2p, map_translate
+from seqjit.integrations.ray import CRASH_FILE_ENV, G2PPredictor, TranslatePredictor, map_g2p, map_translate
 
 N_WORDS = 2100  # two pools of 2048 lines: two Ray blocks, both actors busy
 

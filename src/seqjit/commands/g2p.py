@@ -34,10 +34,11 @@ import json
 import sys
 
 from seqjit.commands import ray_run
-from seqjit.commands.batching import Record, check_input, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, plain, quoted
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, plain
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.commands.scores import both_scores
+from seqjit.text.batching import Failed, check_input, count_lines, process, read_lines
+from seqjit.text.lines import quoted, word_records
 
 
 def register(sub) -> None:
@@ -64,13 +65,6 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
-class Failed:
-    """A word that could not be pronounced (its batch's error, found by running it alone)."""
-
-    def __init__(self, message: str):
-        self.message = message
-
-
 def _source(args):
     """The input: a path, ``-`` (stdin) or None (the words on the command line)."""
     if args.input is not None:
@@ -87,34 +81,6 @@ def _source(args):
 def _records(args, source, g2p):
     lines = ((n, w, None) for n, w in enumerate(args.words, 1)) if source is None else read_lines(source)
     return word_records(lines, g2p)
-
-
-#: what ``str.splitlines`` cuts at: a word holding one would print as two output lines
-LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
-
-
-def word_records(lines, g2p):
-    """The line rules of ``seqjit g2p`` over ``(number, text, error)`` lines: a line is read up to
-    its first tab; an empty one, a word holding a line break, or one the model cannot spell (more
-    letters than its positions): an error record."""
-    for number, text, error in lines:
-        word, length = None, 0
-        if error is None:
-            word = text.split("\t", 1)[0].strip()
-            if any("\ud800" <= c <= "\udfff" for c in text):  # argv bytes that were not UTF-8 (surrogateescape)
-                error, word = "not valid utf-8 text (an argument's bytes do not decode)", None
-            elif any(c in LINE_BREAKS for c in word):
-                error, word = "the word holds a line break (one word per line; its output line would split)", None
-            elif not text.strip():
-                error = "empty line (no word)"
-            elif not word:
-                error = "no word before the tab"
-            else:
-                try:
-                    length = len(g2p.spell(word)[0])
-                except ValueError as exc:
-                    error = str(exc)
-        yield Record(number - 1, number, word, length, error)
 
 
 def _check(args) -> None:

@@ -122,7 +122,7 @@ def format_text(info: dict) -> str:
 
 
 def run(args) -> int:
-    from seqjit.commands.translate import load_any
+    from seqjit.text.translation import load_any
 
     from seqjit.decoding.options import MAX_LENGTH_LIMIT, DecodingOptions
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import sys
 
+from seqjit.text.lines import QUOTE_LIMIT, quoted  # noqa: F401 - commands quote input through here too
+
 
 class Reporter:
     """Messages about ``source`` (a file name, ``<stdin>``, ``<argv>``) and, when ``bar`` is asked
@@ -45,19 +47,6 @@ class Reporter:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
-
-
-#: the most characters of an input a message quotes: a 100,000-character line must not become a
-#: 100,000-character message
-QUOTE_LIMIT = 80
-
-
-def quoted(text, limit: int = QUOTE_LIMIT) -> str:
-    """``repr(text)``, of at most ``limit`` characters of ``text`` (then ``...`` and its length)."""
-    text = str(text)
-    if len(text) <= limit:
-        return repr(text)
-    return f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def hint_terminal_stdin(what: str) -> None:

@@ -7,7 +7,7 @@ This process (the driver) reads the input, a text file (one item per line) or a 
 column: ``--column``, or the only one), and applies the single-machine command's line rules; the
 lines it cannot use keep their place here. The others go to Ray in blocks, one per pool of
 :data:`POOL` lines (``batching.process``'s pools), each decoded by one call of a
-:mod:`seqjit.ray` predictor on an actor, which cuts it into the command's token batches. The driver
+:mod:`seqjit.integrations.ray` predictor on an actor, which cuts it into the command's token batches. The driver
 writes one output line per input line, in input order, with the command's messages
 (``seqjit: FILE:LINE: ...``) and exit status. A row that comes back twice (Ray retried the batch of
 an actor that died; outputs are deterministic, so the copies are equal) is written once; a row
@@ -19,9 +19,11 @@ import logging
 import sys
 from pathlib import Path
 
-from seqjit.commands.batching import Record, count_lines, read_lines
 from seqjit.commands.messages import Reporter, is_terminal
 from seqjit.commands.output import STDIO, output_stream
+from seqjit.text.batching import Record, count_lines, read_lines
+from seqjit.text.lines import line_records, resolve_max_length, word_records
+from seqjit.text.translation import codec_for, load_any
 
 POOL = 2048  # lines per Ray block: batching.process's pool
 
@@ -51,7 +53,7 @@ def is_parquet(path) -> bool:
 def parquet_lines(path, column: str | None, allow_ids: bool):
     """``(row number, text or None, error or None)`` per row of a Parquet column of strings (or
     with ``allow_ids``, of integer-id lists, given as the text line ``"5 17 4"``), as
-    :func:`~seqjit.commands.batching.read_lines` gives lines."""
+    :func:`~seqjit.text.batching.read_lines` gives lines."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -92,20 +94,6 @@ def input_lines(path, column, allow_ids):
     if column is not None:
         raise ValueError(f"--column names a Parquet column, but {path} is not a Parquet file")
     return read_lines(path)
-
-
-def g2p_records(lines, g2p):
-    """``seqjit g2p``'s line rules (:func:`seqjit.commands.g2p.word_records`)."""
-    from seqjit.commands.g2p import word_records
-
-    return word_records(lines, g2p)
-
-
-def translate_records(lines, model, codec, max_positions):
-    """``seqjit translate``'s line rules (:func:`seqjit.commands.translate.line_records`)."""
-    from seqjit.commands.translate import line_records
-
-    return line_records(lines, model, codec, max_positions)
 
 
 # -- order -----------------------------------------------------------------------------------------
@@ -152,7 +140,7 @@ def connect(address: str):
 
 def _check(args) -> None:
     """The Ray options; and Ray itself, before the model loads."""
-    from seqjit.ray import import_ray
+    from seqjit.integrations.ray import import_ray
 
     try:
         import_ray()
@@ -170,7 +158,7 @@ def decode_on_ray(args, records, item_type: str, mapper, options: dict, emit, pr
     "ids"); ``progress(n)`` after each run of rows written."""
     import pyarrow as pa
 
-    from seqjit.ray import default_actors
+    from seqjit.integrations.ray import default_actors
 
     item_type = {"string": pa.string(), "ids": pa.list_(pa.int64())}[item_type]
     kept, pools, pool, total = {}, [], [], 0
@@ -232,7 +220,7 @@ def run_g2p(args, source) -> int:
     input path, ``-`` (stdin) or None (the words on the command line)."""
     from seqjit.g2p import G2P
     from seqjit.g2p.predictor import BUNDLED
-    from seqjit.ray import map_g2p
+    from seqjit.integrations.ray import map_g2p
 
     _check(args)
     if getattr(args, "format", "tsv") != "tsv" or getattr(args, "num_hypotheses", 1) != 1:
@@ -273,7 +261,7 @@ def run_g2p(args, source) -> int:
                    max_batch_tokens=args.max_batch_tokens)
     with output_stream(args.output) as out:
         try:
-            decode_on_ray(args, g2p_records(lines, g2p), "string", map_g2p, options, emit, reporter.update)
+            decode_on_ray(args, word_records(lines, g2p), "string", map_g2p, options, emit, reporter.update)
         finally:
             reporter.close()
     if failures:
@@ -284,14 +272,12 @@ def run_g2p(args, source) -> int:
 
 def run_translate(args) -> int:
     """``seqjit translate --ray``, its arguments checked by ``seqjit.commands.translate.run``."""
-    from seqjit.commands.translate import TextCodec, load_any, tokenizer_file
-    from seqjit.ray import map_translate, resolve_max_length
+    from seqjit.integrations.ray import map_translate
 
     _check(args)
     directory = Path(args.model)
     model = load_any(directory)  # the line rules need it; a bad --model fails before Ray starts
-    spm = not args.ids and tokenizer_file(directory, "source.spm") is not None
-    codec = TextCodec(directory, model) if spm else None
+    codec = codec_for(directory, model, ids=args.ids)
     max_positions = getattr(model.config, "max_positions", None)
     max_length = resolve_max_length(args.max_length, max_positions)
     name = "<stdin>" if args.input == STDIO else args.input
@@ -316,7 +302,7 @@ def run_translate(args) -> int:
     # the actors get token ids (the driver tokenises and detokenises: they need no SentencePiece)
     options = dict(model=str(directory.resolve()), ids=True, beam_size=args.beam_size, max_length=max_length,
                    max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size)
-    records = translate_records(input_lines(args.input, args.column, allow_ids=True), model, codec, max_positions)
+    records = line_records(input_lines(args.input, args.column, allow_ids=True), model, codec, max_positions)
     with output_stream(args.output) as out:
         try:
             decode_on_ray(args, records, "ids", map_translate, options, emit, reporter.update)

@@ -15,7 +15,8 @@ Two input forms:
   directory, of bounded size; one present but unreadable (a FIFO, a link leaving the directory) is an
   error, never skipped.
 
-Sources are batched by tokens (:func:`seqjit.commands.batching.process`); every output line is
+Sources are batched by tokens (:func:`seqjit.text.batching.process`; the line rules and the codec:
+:mod:`seqjit.text`); every output line is
 written and flushed as soon as all earlier ones are out. A line that cannot be used (not UTF-8, a
 non-integer token, an id outside the source vocabulary, too long for the model, an empty line of
 ids) is reported on stderr as ``seqjit: FILE:LINE: what is wrong`` and gives an empty output line,
@@ -29,23 +30,16 @@ renamed into place when the run ends, and may not name the input file (nor a lin
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 from seqjit.commands import ray_run
-from seqjit.commands.batching import Record, count_lines, process, read_lines
-from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
+from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.commands.scores import both_scores, output_length
-from seqjit.errors import ModelFormatError
-from seqjit.models.files import model_file, read_json, read_limited
-
-SPM_HINT = "pip install sentencepiece"
-#: the largest source.spm / target.spm read; a Marian model's is under 1 MiB
-SPM_MAX_BYTES = 64 << 20
-#: the largest vocab.json / target_vocab.json read; a Marian model's (~60k pieces) is about 1-2 MiB
-VOCAB_MAX_BYTES = 64 << 20
+from seqjit.text.batching import Failed, count_lines, process, read_lines
+from seqjit.text.lines import line_records, resolve_max_length
+from seqjit.text.translation import codec_for, load_any
 
 
 def register(subparsers) -> None:
@@ -77,154 +71,8 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-# -- model and tokenizer ---------------------------------------------------------------------------
-def load_any(path):
-    """A seqjit model directory, or a Hugging Face directory (``config.json`` with ``model_type``)."""
-    import seqjit
-
-    directory = Path(path)
-    if not directory.exists():
-        raise ModelFormatError(f"{directory} does not exist (expected a model directory with config.json and model.safetensors)")
-    if directory.is_dir():
-        config = model_file(directory, "config.json")
-        if os.path.lexists(config):  # a missing one is reported by seqjit.load
-            data = read_json(config)
-            if "model_type" in data and "architecture" not in data:
-                return seqjit.from_hf(directory)
-    return seqjit.load(directory)
-
-
-def import_sentencepiece(why: str):
-    try:
-        import sentencepiece
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"{why} needs the sentencepiece package: {SPM_HINT}") from None
-    return sentencepiece
-
-
-def tokenizer_file(directory: Path, name: str):
-    """``directory / name`` when present (a dangling link or a FIFO counts: reading it is refused
-    then, rather than the file being silently ignored); None when absent. Refused when it leaves
-    the model directory."""
-    path = model_file(directory, name)
-    return path if os.path.lexists(path) else None
-
-
-def _read_vocab(path: Path) -> dict:
-    data = read_json(path, max_bytes=VOCAB_MAX_BYTES)
-    if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in data.items()):
-        raise ModelFormatError(f"{path} must hold a JSON object mapping pieces to integer ids")
-    return data
-
-
-class TextCodec:
-    """Text <-> model ids through SentencePiece, Marian's way (see the module docstring)."""
-
-    def __init__(self, directory: Path, model):
-        spm = import_sentencepiece(f"{directory} has SentencePiece files (use --ids to read token ids instead); text")
-        self.directory = directory
-
-        def processor(path):
-            proto = read_limited(path, SPM_MAX_BYTES)  # bytes, never the path: sentencepiece would open anything
-            if not proto:
-                raise ModelFormatError(f"{path} is empty, not a SentencePiece model")
-            try:
-                return spm.SentencePieceProcessor(model_proto=proto)
-            except (OSError, RuntimeError) as exc:
-                raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
-
-        self.source = processor(model_file(directory, "source.spm"))
-        target_spm = tokenizer_file(directory, "target.spm")
-        self.target = processor(target_spm) if target_spm is not None else self.source
-        self.eos = model.eos_id
-        vocab = tokenizer_file(directory, "vocab.json")
-        self.vocab = _read_vocab(vocab) if vocab is not None else None
-        target_vocab = tokenizer_file(directory, "target_vocab.json")
-        tgt_vocab = _read_vocab(target_vocab) if target_vocab is not None else self.vocab
-        self.unk = None
-        if self.vocab is not None:
-            self.unk = self.vocab.get("<unk>")
-            self.pieces = {i: p for p, i in tgt_vocab.items()}
-            unk_out = tgt_vocab.get("<unk>")
-        else:
-            self.unk = self.source.unk_id()
-            unk_out = self.target.unk_id()
-        # dropped from the output, as transformers' decode(skip_special_tokens=True)
-        self.special = {i for i in (model.eos_id, model.pad_id, unk_out) if i is not None}
-
-    def encode(self, text: str) -> list:
-        if self.vocab is None:
-            return [*self.source.encode(text), self.eos]
-        ids = []
-        for piece in self.source.encode(text, out_type=str):
-            i = self.vocab.get(piece, self.unk)
-            if i is None:
-                raise ValueError(f"piece {quoted(piece)} is not in {self.directory / 'vocab.json'}, which has no <unk>")
-            ids.append(i)
-        return [*ids, self.eos]
-
-    def decode(self, ids) -> str:
-        ids = [int(i) for i in ids if int(i) not in self.special]
-        if self.vocab is None:
-            text = self.target.decode(ids)
-        else:
-            text = self.target.decode([self.pieces[i] for i in ids if i in self.pieces])
-        # as transformers' MarianTokenizer: a piece SentencePiece does not know comes back verbatim
-        return text.replace("\u2581", " ").replace("\r", " ").replace("\n", " ").strip()
-
-
-# -- reading ---------------------------------------------------------------------------------------
-BLANK = ""  # Record.error for a blank text line: emitted as a blank line, not reported
-
-
-def parse_ids(text: str) -> list:
-    tokens = text.split()
-    if not tokens:
-        raise ValueError("empty line: expected space-separated token ids")
-    ids = []
-    for position, token in enumerate(tokens, 1):
-        # plain ASCII decimal only: int() would also take '1_0', '+5' and other scripts' digits
-        if not (token.isascii() and token.isdigit()):
-            raise ValueError(f"token {position} ({quoted(token)}) is not a token id (plain decimal digits 0-9)")
-        digits = token.lstrip("0") or "0"
-        if len(digits) > 18:  # past any vocabulary (and int64)
-            raise ValueError(f"token {position} ({quoted(token)}) is too large for a token id")
-        ids.append(int(digits))
-    return ids
-
-
-def check_source(ids: list, model, max_positions) -> None:
-    vocab = model.source_vocab_size
-    if vocab is not None:
-        for position, value in enumerate(ids, 1):
-            if not 0 <= value < vocab:
-                raise ValueError(f"token id {value} (token {position}) is outside the source vocabulary [0, {vocab})")
-    if max_positions is not None and len(ids) > max_positions:
-        raise ValueError(f"the source has {len(ids)} tokens, more than the model's max_positions ({max_positions})")
-
-
 def records(path, model, codec, max_positions):
     return line_records(read_lines(path), model, codec, max_positions)
-
-
-def line_records(lines, model, codec, max_positions):
-    """The line rules of ``seqjit translate`` over ``(number, text, error)`` lines: a blank line
-    with a SentencePiece codec, ids that do not parse or lie outside the vocabulary, a source longer
-    than the model's positions: an error record; else the source ids."""
-    for number, text, error in lines:
-        if error is None and codec is not None and not text.strip():
-            yield Record(number - 1, number, error=BLANK)
-            continue
-        if error is None:
-            try:
-                ids = codec.encode(text) if codec is not None else parse_ids(text)
-                check_source(ids, model, max_positions)
-            except ValueError as exc:
-                error = str(exc)
-        if error is not None:
-            yield Record(number - 1, number, error=error)
-        else:
-            yield Record(number - 1, number, item=ids, length=len(ids))
 
 
 def json_line(result, error, codec, *, beam: bool, max_length: int) -> str:
@@ -237,13 +85,6 @@ def json_line(result, error, codec, *, beam: bool, max_length: int) -> str:
                            **both_scores(score, output_length(ids, max_length), beam=beam)})
     best = hypotheses[0] if hypotheses else {"ids": None, "text": None, "score": None, "normalized_score": None}
     return json.dumps({**best, "hypotheses": hypotheses, "error": error}, ensure_ascii=False)
-
-
-class Failed:
-    """A source that could not be decoded (its batch's error, found by running it alone)."""
-
-    def __init__(self, message: str):
-        self.message = message
 
 
 # -- the command -----------------------------------------------------------------------------------
@@ -275,16 +116,9 @@ def run(args) -> int:
         return ray_run.run_translate(args)
     directory = Path(args.model)
     model = load_any(directory)
-    codec = None
-    if not args.ids and tokenizer_file(directory, "source.spm") is not None:
-        codec = TextCodec(directory, model)
-
+    codec = codec_for(directory, model, ids=args.ids)
     max_positions = getattr(model.config, "max_positions", None)
-    max_length = args.max_length
-    if max_length is None:
-        max_length = 256 if max_positions is None else min(256, max_positions)
-    elif max_positions is not None and max_length > max_positions:
-        raise ValueError(f"--max-length {max_length} exceeds the model's max_positions ({max_positions})")
+    max_length = resolve_max_length(args.max_length, max_positions)
     options = dict(beam_size=args.beam_size, max_length=max_length, num_hypotheses=hypotheses, return_scores=json_out)
 
     def run_batch(items):

@@ -48,7 +48,7 @@ def from_torch(state_dict, arch: str = "transformer", *, device: str = "cpu", al
     Weights holding NaN or Inf are refused with a :class:`~seqjit.errors.ModelFormatError`, as
     :func:`seqjit.load` refuses them, unless ``allow_nonfinite``."""
     from seqjit.convert.common import to_numpy_dict
-    from seqjit.gpu.devices import check_device
+    from seqjit.models.devices import check_device
     from seqjit.models.weights_file import check_finite
 
     check_device(device)
@@ -74,7 +74,7 @@ def from_hf(path, *, backend=None, dtype: str = "float32", allow_nonfinite: bool
     from pathlib import Path
 
     from seqjit.errors import ConfigError, ModelConfigError, ModelFormatError
-    from seqjit.gpu.devices import check_device
+    from seqjit.models.devices import check_device
     from seqjit.models.io import CONFIG, model_file, read_json, refuse_pickles
 
     check_device(device)

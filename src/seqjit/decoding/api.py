@@ -5,151 +5,26 @@ Works with any model that follows the decoder-step contract of :mod:`seqjit.mode
 """
 from __future__ import annotations
 
-import dataclasses
-import itertools
-import numbers
 import os
 import threading
-from collections.abc import Mapping, Set
 
 import numpy as np
 
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
-from seqjit.kernels.sampling import philox
-from seqjit.models.base import Seq2SeqModel
+from seqjit.models.contract import DEFAULT_MAX_LENGTH, declares
 
 from . import native_beam, native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
-from .greedy_runner import RunnerPool
+from .runner_pool import RunnerPool
+from .inputs import (MAX_CHECKED, check_vocab, drain, finished, given_options, pad_sources, parse_options,
+                     resolve_rules, suppressed_tokens, with_seed)
 from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .native_stream import native_stream
-from .options import DecodingOptions, document_options, unknown_options_message
+from .options import DecodingOptions, document_options
 from .results import GenerationResult, StepToken
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
-
-
-def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndarray]:
-    """``sources`` (a list of token-id sequences of any lengths, or a 2-D int array with optional
-    ``lengths``) as a padded int64 ``[B, S]`` array and int64 ``[B]`` lengths."""
-    if isinstance(sources, np.ndarray) and sources.ndim == 2:
-        if sources.dtype.kind not in "iu":
-            raise TypeError(f"sources must hold integer token ids, got dtype {sources.dtype}")
-        if sources.shape[0] == 0:
-            raise ValueError("sources is empty: give at least one source sequence")
-        ids = np.ascontiguousarray(sources, dtype=np.int64)
-        if lengths is None:
-            return ids, np.full(ids.shape[0], ids.shape[1], np.int64)
-        lengths = np.asarray(lengths)
-        if lengths.shape != (ids.shape[0],) or lengths.dtype.kind not in "iu":
-            raise ValueError(f"lengths must be an integer array of shape [{ids.shape[0]}], got {lengths.dtype} {list(lengths.shape)}")
-        if lengths.size and (lengths.min() < 0 or lengths.max() > ids.shape[1]):
-            raise ValueError(f"lengths must lie in [0, {ids.shape[1]}]")
-        return ids, lengths.astype(np.int64)
-    if lengths is not None:
-        raise ValueError("lengths is only accepted with a padded 2-D array of sources")
-    if isinstance(sources, (str, bytes, Mapping, Set)) or not hasattr(sources, "__len__"):
-        raise TypeError(f"sources must be a list of token-id sequences, got {type(sources).__name__}")
-    if _one_flat_source(sources):
-        shown = str([int(i) for i in itertools.islice(sources, 8)])[:-1] + (", ...]" if len(sources) > 8 else "]")
-        raise TypeError(f"sources must be a list of token-id sequences, got one flat sequence of ids; to decode one "
-                        f"source, wrap it in a list: generate(model, [{shown}])")
-    padded = _pad_flat(sources, pad_id)
-    if padded is not None:
-        return padded
-    rows = []
-    for i, src in enumerate(sources):
-        try:
-            arr = np.asarray(src)
-        except ValueError:  # NumPy: "inhomogeneous shape"
-            raise TypeError(f"sources[{i}] must be a flat sequence of integer token ids, got a ragged nested one") from None
-        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
-            raise TypeError(f"sources[{i}] must be a 1-D sequence of integer token ids, got {arr.dtype} {list(arr.shape)}")
-        rows.append(arr.astype(np.int64))
-    if not rows:
-        raise ValueError("sources is empty: give at least one source sequence")
-    width = max(1, max(r.shape[0] for r in rows))
-    ids = np.full((len(rows), width), pad_id, np.int64)
-    for i, r in enumerate(rows):
-        ids[i, :r.shape[0]] = r
-    return ids, np.array([r.shape[0] for r in rows], np.int64)
-
-
-def _one_flat_source(sources) -> bool:
-    """Whether ``sources`` is one source's ids (a flat list or 1-D array of integers) given alone."""
-    if isinstance(sources, np.ndarray):
-        return sources.ndim == 1 and sources.size > 0 and sources.dtype.kind in "iu"
-    return len(sources) > 0 and all(isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
-                                    for s in itertools.islice(sources, 64))
-
-
-def _pad_flat(sources, pad_id: int):
-    """:func:`pad_sources` of a list of flat integer sequences in a few whole-array steps; None for
-    anything else (other types, nesting, an empty list), which the row-by-row checks then name."""
-    try:
-        one = len(sources) == 1
-        lengths = None if one else np.fromiter(map(len, sources), np.int64, count=len(sources))
-        flat = np.array(sources[0] if one else list(itertools.chain.from_iterable(sources)))
-    except (TypeError, ValueError):
-        return None
-    if not len(sources) or flat.ndim != 1 or (flat.size and flat.dtype.kind not in "iu") \
-            or (flat.dtype.kind == "u" and flat.size and flat.max() > np.iinfo(np.int64).max):
-        return None
-    if one:  # one row: no mask
-        ids = np.full((1, max(1, flat.shape[0])), pad_id, np.int64)
-        ids[0, :flat.shape[0]] = flat
-        return ids, np.array([flat.shape[0]], np.int64)
-    width = max(1, int(lengths.max()))
-    ids = np.full((lengths.shape[0], width), pad_id, np.int64)
-    ids[np.arange(width) < lengths[:, None]] = flat
-    return ids, lengths
-
-
-_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(DecodingOptions))
-
-
-#: checked options by the keyword arguments that gave them (each value with its type: 1, 1.0 and
-#: True are different arguments), so a repeated call skips the checks; cleared when it grows large
-_checked: dict = {}
-_MAX_CHECKED = 256
-
-
-def _options(kwargs) -> DecodingOptions:
-    try:
-        key = tuple(sorted((k, type(v), v) for k, v in kwargs.items()))
-        opts = _checked.get(key)
-    except TypeError:  # an unhashable value: checked every time
-        key = opts = None
-    if opts is not None:
-        return opts
-    names = _OPTION_NAMES
-    unknown = sorted(set(kwargs) - names)
-    if unknown:
-        raise TypeError(unknown_options_message(unknown, names))
-    opts = DecodingOptions(**kwargs).validate()
-    if key is not None:
-        if len(_checked) >= _MAX_CHECKED:
-            _checked.clear()
-        _checked[key] = opts
-    return opts
-
-
-def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
-    """``opts`` with the model's forced-token rules (its config's ``forced_bos_id`` / ``forced_eos_id``)
-    where the caller gave none; a forced token outside the target vocabulary is a ValueError."""
-    config = getattr(model, "config", None)
-    bos = opts.forced_bos_id if opts.forced_bos_id is not None else getattr(config, "forced_bos_id", None)
-    eos = opts.forced_eos_id if opts.forced_eos_id is not None else getattr(config, "forced_eos_id", None)
-    if bos is None and eos is None:
-        return opts
-    vocab = model.target_vocab_size
-    for name, token in (("forced_bos_id", bos), ("forced_eos_id", eos)):
-        if token is not None and vocab is not None and token >= vocab:
-            raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
-    if (bos, eos) == (opts.forced_bos_id, opts.forced_eos_id):
-        return opts
-    return dataclasses.replace(opts, forced_bos_id=bos, forced_eos_id=eos)
 
 
 def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int, width: int) -> DecodingOptions:
@@ -162,52 +37,49 @@ def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int,
     if checked is None:
         options = checked_length(model, opts, explicit=explicit)
         checked = (options, decode_bytes(model, options, rows, width))
-        if len(cache) >= _MAX_CHECKED:
+        if len(cache) >= MAX_CHECKED:
             cache.clear()
         cache[key] = checked
     check_budget(checked[1], rows, checked[0])
     return checked[0]
 
 
-def _suppressed(model) -> tuple:
-    """Tokens never generated: the padding token (as ``transformers`` does for Marian)."""
-    return (model.pad_id,) if model.pad_id is not None and model.pad_id != model.eos_id else ()
-
-
-def _check_vocab(model, ids, lengths):
-    vocab = getattr(model, "source_vocab_size", None)
-    if vocab is None:
-        return
-    if ids.size == 0 or (ids.min() >= 0 and ids.max() < vocab):  # padding included: all in range
-        return
-    outside = ((ids < 0) | (ids >= vocab)) & (np.arange(ids.shape[1]) < lengths[:, None])
-    if outside.any():
-        i = int(np.flatnonzero(outside.any(axis=1))[0])
-        bad = int(ids[i][outside[i]][0])
-        raise ValueError(f"sources[{i}] holds token id {bad}, outside the source vocabulary [0, {vocab})")
-
-
 @document_options
-def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
+def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None,
+             max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1, num_hypotheses: int = 1,
+             length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+             sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
+             seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
+             return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
     """Decode every source; returns one :class:`GenerationResult` per source, in order.
 
     Sources are decoded in batches of at most ``max_batch_size`` (longest first, to pad little);
     the results equal decoding each source alone. ``callback(StepToken)`` is called for every
-    generated token (greedy and sampling only); returning True stops that source.
+    generated token (greedy and sampling only); returning True stops that source. ``lengths``: each
+    row's length when ``sources`` is a padded 2-D array. Any other keyword (a Hugging Face name such
+    as ``num_beams``, a misspelling) is an :class:`~seqjit.errors.UnknownOptionError` naming the
+    option it probably means.
     """
-    if getattr(model, "device", "cpu") != "cpu":  # on the GPU: decoded there (seqjit.gpu.generate)
-        from seqjit.gpu.generate import generate as device_generate
+    return decode(model, sources, locals(), unknown)
 
-        return device_generate(model, sources, lengths=lengths, max_batch_size=max_batch_size, callback=callback,
-                               **options)
-    opts = resolve_rules(model, _options(options))
+
+def decode(model, sources, arguments: dict, unknown: dict) -> list:
+    """:func:`generate` of ``arguments`` (its parameters by name: its ``locals()``, or
+    :meth:`Seq2SeqModel.generate <seqjit.models.base.Seq2SeqModel.generate>`'s) and ``unknown``
+    (the other keywords given)."""
+    options = given_options(arguments, unknown)
+    lengths, max_batch_size, callback = arguments["lengths"], arguments["max_batch_size"], arguments["callback"]
+    if getattr(model, "device", "cpu") != "cpu":  # on a device: decoded by its runtime (seqjit.gpu.generate)
+        return model.device_runtime.generate(model, sources, lengths=lengths, max_batch_size=max_batch_size,
+                                             callback=callback, **options)
+    opts = resolve_rules(model, parse_options(options))
     if not isinstance(max_batch_size, int) or max_batch_size < 1:
         raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
     if callback is not None and opts.beam_size > 1:
         raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
     ids, lens = pad_sources(sources, model.pad_id, lengths)
-    _check_vocab(model, ids, lens)
-    opts = _with_seed(_checked_max_length(model, opts, "max_length" in options,
+    check_vocab(model, ids, lens)
+    opts = with_seed(_checked_max_length(model, opts, "max_length" in options,
                                           min(max_batch_size, ids.shape[0]) * opts.beam_size, ids.shape[1]))
     if ids.shape[0] <= max_batch_size and callback is None:
         results = _runner_decode(model, ids, lens, opts)
@@ -223,18 +95,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         else:
             batch_results = _decode_parts(model, ids, lens, parts, opts, callback)
         for i, res in zip(chunk, batch_results):
-            results[i] = _finished(res, opts, lens[i])
+            results[i] = finished(res, opts, lens[i])
     return results
-
-
-def _finished(res, opts, length) -> GenerationResult:
-    """``res`` as ``generate`` returns it: scores only when asked for, the attention's source axis as
-    long as the source (as when it is decoded alone)."""
-    if not opts.return_scores:
-        res.scores = None
-    if res.attention is not None:
-        res.attention = [a[..., :max(1, int(length))] for a in res.attention]
-    return res
 
 
 #: a batch decoded by native greedy or beam search is split over the intra-op threads in parts of at
@@ -278,12 +140,12 @@ _pools_lock = threading.Lock()
 
 def _runner_decode(model, ids, lens, opts) -> list | None:
     """Greedy search, sampling or beam search of a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
-    beams) through the model's :class:`~seqjit.decoding.greedy_runner.RunnerPool`; None where that does not
+    beams) through the model's :class:`~seqjit.decoding.runner_pool.RunnerPool`; None where that does not
     apply."""
     native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, None)
     if ids.shape[0] * opts.beam_size >= native_greedy.COMPACT_MIN_ROWS or not native \
             or (opts.forces_tokens and opts.beam_size == 1) or getattr(model, "replay", None) == "python" \
-            or not _runs_base_decode(type(model)):
+            or not declares(model, "native_decode"):
         return None
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
@@ -296,14 +158,8 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     return results
 
 
-def _runs_base_decode(cls) -> bool:
-    """Whether ``cls`` starts and feeds its steps as the base class does (what a runner replays)."""
-    return issubclass(cls, Seq2SeqModel) and all(
-        getattr(cls, name) is getattr(Seq2SeqModel, name) for name in ("start", "start_from", "step_feeds", "step"))
-
-
 def _banned(model) -> np.ndarray:
-    return np.array(sorted(set(int(t) for t in _suppressed(model))), np.int64)
+    return np.array(sorted(set(int(t) for t in suppressed_tokens(model))), np.int64)
 
 
 #: a batch of at least ``COMPACT_MIN_ROWS`` rows is padded to a multiple of this many source
@@ -354,58 +210,48 @@ def _decode(model, state, opts, callback, sources=None) -> list:
     (:func:`~seqjit.decoding.greedy.greedy_search`), which draws from the same stream."""
     if opts.beam_size > 1:
         if native_beam.eligible(model, opts) and getattr(model, "replay", None) != "python":
-            results = native_beam.native_beam(model, state, opts, _suppressed(model))
+            results = native_beam.native_beam(model, state, opts, suppressed_tokens(model))
             if results is not None:
                 return results
-        return beam_search(model, state, opts, suppressed=_suppressed(model))
+        return beam_search(model, state, opts, suppressed=suppressed_tokens(model))
     if native_greedy.eligible(model, opts, callback):
-        results = native_greedy.native_greedy(model, state, opts, _suppressed(model), sources)
+        results = native_greedy.native_greedy(model, state, opts, suppressed_tokens(model), sources)
         if results is not None:
             return results
-    return _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
+    return drain(greedy_search(model, state, opts, suppressed=suppressed_tokens(model), on_token=callback,
                                 stream=callback is not None, need_scores=opts.return_scores or callback is not None,
                                 sources=sources))
 
 
-def _with_seed(opts: DecodingOptions) -> DecodingOptions:
-    """Sampling without a seed: ``opts`` with a fresh one, drawn once for the whole call (every batch
-    of it draws from the one stream)."""
-    if opts.sampling and opts.seed is None:
-        return dataclasses.replace(opts, seed=philox.fresh_seed())
-    return opts
-
-
-def _drain(gen):
-    while True:
-        try:
-            next(gen)
-        except StopIteration as stop:
-            return stop.value
-
-
 @document_options
-def generate_stream(model, source, **options):
+def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
+                    num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
+                    no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
+                    sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
+                    forced_eos_id: int | None = None, return_scores: bool = False, return_attention: bool = False,
+                    **unknown):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
 
     Each step runs in one native call (:mod:`~seqjit.decoding.native_stream`) where native greedy
     search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
     that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
-    source row 0, as ``generate([source])``)."""
-    opts = resolve_rules(model, _options(options))
+    source row 0, as ``generate([source])``). Other keywords: as :func:`generate`."""
+    options = given_options(locals(), unknown)
+    opts = resolve_rules(model, parse_options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     ids, lens = pad_sources([source], model.pad_id)
-    _check_vocab(model, ids, lens)
-    opts = _with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1,
+    check_vocab(model, ids, lens)
+    opts = with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1,
                                        source_length=ids.shape[1]))
     state = model.start(ids, lens, max_length=opts.max_length)
     try:
         tokens = None
         if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None) \
                 and not opts.forces_tokens:
-            tokens = native_stream(model, state, opts, _suppressed(model))
+            tokens = native_stream(model, state, opts, suppressed_tokens(model))
         if tokens is None:
-            tokens = greedy_search(model, state, opts, suppressed=_suppressed(model))
+            tokens = greedy_search(model, state, opts, suppressed=suppressed_tokens(model))
         yield from tokens
     finally:
         state.close()

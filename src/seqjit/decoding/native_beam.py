@@ -18,7 +18,7 @@ import numpy as np
 
 from seqjit.graph import _native_vm, profiler
 from seqjit.kernels._threads import get_num_threads
-from seqjit.models.base import Seq2SeqModel
+from seqjit.models.contract import declares
 
 from .beam import _NEG, _results
 from .native_greedy import COMPACT_MIN_ROWS, bind_step
@@ -31,7 +31,7 @@ def eligible(model, options) -> bool:
     """Beam search of a model whose step is the base class's, without attention output (a
     vocabulary of one token has fewer than 2K candidates: the reference loop)."""
     vocab = getattr(model, "target_vocab_size", None)
-    return (type(model).step is Seq2SeqModel.step and not profiler.active() and 1 < options.beam_size <= MAX_BEAM
+    return (declares(model, "native_step") and not profiler.active() and 1 < options.beam_size <= MAX_BEAM
             and not options.return_attention and (vocab is None or vocab >= 2))
 
 

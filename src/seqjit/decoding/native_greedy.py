@@ -23,7 +23,7 @@ from seqjit.graph import _native_vm, profiler
 from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
 from seqjit.kernels.sampling import philox
-from seqjit.models.base import LOGITS, NEXT, PREV_TOKENS, STEP, Seq2SeqModel
+from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, STEP, declares
 
 from .results import GenerationResult
 
@@ -35,7 +35,7 @@ def eligible(model, options, callback) -> bool:
     (``forced_bos_id``) by one Python step before it, a forced last token (``forced_eos_id``) by
     stopping it one step short and appending the token to the rows still running (the forced token's
     log-probability is 0, as in the score processors)."""
-    return (type(model).step is Seq2SeqModel.step and callback is None and not profiler.active()
+    return (declares(model, "native_step") and callback is None and not profiler.active()
             and options.beam_size == 1 and options.repetition_penalty == 1.0
             and options.no_repeat_ngram_size == 0 and not options.return_attention)
 

@@ -26,20 +26,20 @@ MAX_BEAM = bk.MAX_K
 
 def beam_search(model, state, options, suppressed: tuple):
     """Results for every source row of a fresh device ``state`` (see the module docstring)."""
-    runtime = model._gpu
+    runtime = model.device_runtime
     n_src, K, eos, max_len = state.batch, options.beam_size, model.eos_id, options.max_length
     lp = float(options.length_penalty)
     state.reorder(np.repeat(np.arange(n_src), K))  # the K beams of each source (the one upload of ids)
     R = n_src * K
     sup = runtime.suppressed(suppressed)
     tokens = layout.fill(_cuda.device_empty((R,), np.int64), model.decoder_start_id)
-    run = [_cuda.device_zeros((n_src, K, max_len), np.int64) for _ in range(2)]
-    fin = [_cuda.device_zeros((n_src, K, max_len), np.int64) for _ in range(2)]
+    run = [layout.zeros((n_src, K, max_len), np.int64) for _ in range(2)]
+    fin = [layout.zeros((n_src, K, max_len), np.int64) for _ in range(2)]
     run_scores = layout.fill(_cuda.device_empty((n_src, K), np.float32), bk.NEG)
     layout.fill(run_scores[:, 0:1], 0.0)
-    fin_len = _cuda.device_zeros((n_src, K), np.int64)
+    fin_len = layout.zeros((n_src, K), np.int64)
     fin_scores = layout.fill(_cuda.device_empty((n_src, K), np.float32), bk.NEG)
-    fin_done = _cuda.device_zeros((n_src, K), np.int32)
+    fin_done = layout.zeros((n_src, K), np.int32)
     active = layout.fill(_cuda.device_empty((n_src,), np.int32), 1)
     status = _cuda.device_empty((n_src,), np.int64)
     src_rows = _cuda.device_empty((R,), np.int64)

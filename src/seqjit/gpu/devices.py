@@ -1,27 +1,17 @@
-"""Device names, and moving a model between the CPU and the GPU (importing this module imports no
-CUDA: numba.cuda is imported once a move to the GPU has checked that it can run).
+"""The GPU's provider in the device registry (:mod:`seqjit.models.devices`): importing this module
+imports no CUDA; numba.cuda is imported once a move to the GPU has checked that it can run.
 
-:func:`move` (``model.to(device)``) checks that the model can run on the cuda kernels (float32, not
-quantized) and that a GPU (or numba's simulator) is usable, then builds the model's encoder and
-decoder-step executors on the cuda backend with one shared
-:class:`~seqjit.graph.device_plan.DevicePlacement` and uploads every weight they read, once (an
-out-of-memory shows up here, as :class:`~seqjit.errors.DeviceOutOfMemory`), and attaches a
-:class:`~seqjit.gpu.runtime.DeviceRuntime`. ``model.to("cpu")`` drops it, and with it the device copies.
+:func:`runtime` (asked for by ``model.to("cuda")``) checks that the model can run on the cuda kernels
+(float32, not quantized) and that a GPU (or numba's simulator) is usable, and makes a
+:class:`~seqjit.gpu.runtime.DeviceRuntime` with one shared
+:class:`~seqjit.graph.device_plan.DevicePlacement`; the model then builds its executors on the cuda
+backend and the runtime uploads every weight they read, once (an out-of-memory shows up there, as
+:class:`~seqjit.errors.DeviceOutOfMemory`). ``model.to("cpu")`` drops the runtime, and with it the
+device copies.
 """
 from __future__ import annotations
 
 import numpy as np
-
-DEVICES = ("cpu", "cuda")
-
-
-def check_device(device) -> str:
-    """``"cpu"`` or ``"cuda"`` for ``device`` (``"cuda:0"`` is ``"cuda"``); ValueError naming it otherwise."""
-    if not isinstance(device, str) or not (device in DEVICES or device.startswith("cuda:")):
-        raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
-    if device.startswith("cuda:") and device != "cuda:0":
-        raise ValueError(f"device {device!r}: seqjit runs on one GPU, 'cuda' (the current numba.cuda device)")
-    return "cuda" if device.startswith("cuda") else "cpu"
 
 
 def _check_model(model) -> None:
@@ -33,15 +23,10 @@ def _check_model(model) -> None:
         raise ValueError(f"{config.quantization} models run on the CPU only; the GPU path runs float32 models")
 
 
-def move(model, device):
-    """``model`` on ``device`` ("cpu" or "cuda"); returns the model (moved in place)."""
-    target = check_device(device)
-    if target == model.device:
-        return model
-    if target == "cpu":
-        with model._executors_lock:
-            model._gpu, model.backend, model._executors = None, model._cpu_backend, {}
-        return model
+def runtime(model):
+    """A :class:`~seqjit.gpu.runtime.DeviceRuntime` for ``model`` (the provider of ``"cuda"`` in
+    :data:`seqjit.models.devices.PROVIDERS`), once the model can run on the cuda kernels and a GPU (or
+    the simulator) is usable."""
     _check_model(model)
     from seqjit.kernels._cuda import require_cuda
 
@@ -50,16 +35,4 @@ def move(model, device):
 
     from .runtime import DeviceRuntime
 
-    runtime = DeviceRuntime(DevicePlacement())
-    with model._executors_lock:
-        model._cpu_backend = model.backend
-        model._gpu, model.backend, model._executors = runtime, "cuda", {}
-    try:
-        for name in ("encoder", "decoder_step"):  # the weights each graph reads: uploaded now, once
-            for value in model.executor(name).graph.constants.values():
-                runtime.placement.constant(value)
-    except BaseException:
-        with model._executors_lock:
-            model._gpu, model.backend, model._executors = None, model._cpu_backend, {}
-        raise
-    return model
+    return DeviceRuntime(DevicePlacement())

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqjit.decoding import api
 from seqjit.decoding.beam import beam_search as host_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
+from seqjit.decoding.inputs import (check_vocab, drain, finished, pad_sources, parse_options, resolve_rules,
+                                    suppressed_tokens, with_seed)
 from seqjit.decoding.limits import check_max_length
 from seqjit.kernels.sampling.cuda import SAMPLE_MAX_K
 
@@ -37,17 +38,17 @@ def on_device(opts, callback, vocab: int) -> bool:
 
 def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
     """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
-    opts = api.resolve_rules(model, api._options(options))
+    opts = resolve_rules(model, parse_options(options))
     if not isinstance(max_batch_size, int) or isinstance(max_batch_size, bool) or max_batch_size < 1:
         raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
     if callback is not None and opts.beam_size > 1:
         raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
-    ids, lens = api.pad_sources(sources, model.pad_id, lengths)
-    api._check_vocab(model, ids, lens)
-    opts = api._with_seed(check_max_length(model, opts, explicit="max_length" in options,
+    ids, lens = pad_sources(sources, model.pad_id, lengths)
+    check_vocab(model, ids, lens)
+    opts = with_seed(check_max_length(model, opts, explicit="max_length" in options,
                                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size,
                                            source_length=ids.shape[1]))
-    suppressed = api._suppressed(model)
+    suppressed = suppressed_tokens(model)
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
@@ -59,7 +60,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         finally:
             state.close()
         for i, res in zip(rows, batch_results):
-            results[i] = api._finished(res, opts, lens[i])
+            results[i] = finished(res, opts, lens[i])
     return results
 
 
@@ -70,6 +71,6 @@ def _decode(model, state, opts, suppressed, callback, sources) -> list:
         return greedy_search(model, state, opts, suppressed, sources)
     if opts.beam_size > 1:
         return host_beam_search(model, state, opts, suppressed=suppressed)
-    return api._drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
+    return drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                          stream=callback is not None,
                                          need_scores=opts.return_scores or callback is not None, sources=sources))

@@ -28,7 +28,7 @@ from seqjit.kernels.sampling import philox
 def greedy_search(model, state, options, suppressed: tuple, sources=None):
     """Results for every row of a fresh device ``state`` (see the module docstring); ``sources``: each
     row's index in the caller's batch (what sampling draws are keyed by; default the row itself)."""
-    runtime = model._gpu
+    runtime = model.device_runtime
     batch, eos, max_len = state.batch, model.eos_id, options.max_length
     want_scores, want_attn = options.return_scores, options.return_attention
     processed = options.repetition_penalty != 1.0 or options.no_repeat_ngram_size > 0 or options.sampling
@@ -41,8 +41,8 @@ def greedy_search(model, state, options, suppressed: tuple, sources=None):
     sup = runtime.suppressed(suppressed)
     tokens = layout.fill(_cuda.device_empty((batch,), np.int64), model.decoder_start_id)
     history = _cuda.device_empty((batch, max_len), np.int64)
-    done = _cuda.device_zeros((batch,), np.int32)
-    total = _cuda.device_zeros((batch,), np.float64) if want_scores else None
+    done = layout.zeros((batch,), np.int32)
+    total = layout.zeros((batch,), np.float64) if want_scores else None
     scratch = None
     ids: list = [[] for _ in range(batch)]
     attn: list = [[] for _ in range(batch)]

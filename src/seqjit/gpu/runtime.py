@@ -1,5 +1,5 @@
-"""The device side of a model on the GPU (:func:`seqjit.gpu.devices.move` attaches it): ``start`` /
-``step`` on device arrays.
+"""The device side of a model on the GPU (made by :func:`seqjit.gpu.devices.runtime` when the model
+moves there; the runtime protocol: :mod:`seqjit.models.devices`): ``start`` / ``step`` on device arrays.
 
 On the device, :meth:`DeviceRuntime.start` uploads the source ids and lengths (the only uploads of a
 decode), runs the encoder plan and keeps its device outputs as the encoder state (the encoder plan
@@ -12,7 +12,7 @@ import numpy as np
 
 from seqjit.kernels import _cuda
 from seqjit.kernels.layout import cuda as layout
-from seqjit.models.base import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS, check_source
+from seqjit.models.contract import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS, check_source
 
 from .state import DeviceDecoderState
 
@@ -20,9 +20,24 @@ from .state import DeviceDecoderState
 class DeviceRuntime:
     """What a model on the GPU holds: its placement (uploaded constants) and device helpers."""
 
+    device = "cuda"
+    backend = "cuda"  # the kernel backend of the model's executors while it is on the GPU
+
     def __init__(self, placement):
         self.placement = placement
         self._suppressed: dict = {}
+
+    def upload(self, model) -> None:
+        """Every weight the model's encoder and decoder-step graphs read, uploaded now, once."""
+        for name in ("encoder", "decoder_step"):
+            for value in model.executor(name).graph.constants.values():
+                self.placement.constant(value)
+
+    def generate(self, model, sources, **arguments) -> list:
+        """:func:`seqjit.decoding.generate` on the GPU (:func:`seqjit.gpu.generate.generate`)."""
+        from .generate import generate
+
+        return generate(model, sources, **arguments)
 
     # -- starting a decode -----------------------------------------------------------------------
     def start(self, model, src_ids, src_lengths, max_length: int) -> DeviceDecoderState:
@@ -48,7 +63,7 @@ class DeviceRuntime:
         needed = [n for n in model.executor("decoder_step").graph.inputs if n in encoded]
         encoder = {n: self.placement.feed(encoded[n]) for n in needed}
         specs = model.decoder_state_specs(batch, int(max_length))
-        decoder = {name: _cuda.device_zeros(s.shape, s.dtype) for name, s in specs.items()}
+        decoder = {name: layout.zeros(s.shape, s.dtype) for name, s in specs.items()}
         return DeviceDecoderState(encoder, decoder, src_lengths, int(max_length), model.decoder_state_time_axes())
 
     # -- stepping --------------------------------------------------------------------------------

@@ -5,11 +5,11 @@ import numpy as np
 
 from seqjit.kernels import _cuda
 from seqjit.kernels.layout import cuda as layout
-from seqjit.models.base import DecoderState
+from seqjit.models.contract import DecoderState
 
 
 class DeviceDecoderState(DecoderState):
-    """:class:`~seqjit.models.base.DecoderState` with device arrays: the encoder state, the decoder state
+    """:class:`~seqjit.models.contract.DecoderState` with device arrays: the encoder state, the decoder state
     (a Transformer's KV cache, an RNN's hidden states) and the source lengths all live on the GPU.
 
     :meth:`reorder` gathers rows on the device. Indices may be a device array (beam search computes them
@@ -48,7 +48,7 @@ class DeviceDecoderState(DecoderState):
 
     def reorder(self, indices, *, encoder: bool = True) -> None:
         """Keep rows ``indices`` (int [B'], host or device) of every state array, in that order; see
-        :meth:`DecoderState.reorder <seqjit.models.base.DecoderState.reorder>`."""
+        :meth:`DecoderState.reorder <seqjit.models.contract.DecoderState.reorder>`."""
         idx, host_idx = self._device_indices(indices)
         rows = int(idx.shape[0])
         same = rows == self.batch

@@ -59,74 +59,11 @@ import threading
 
 import numpy as np
 
-from seqjit.kernels._aligned import aligned
-
-from seqjit.errors import ModelFormatError
 from seqjit.graph.ops import TensorSpec
-
-#: names fixed by the contract
-SRC_IDS, SRC_LENGTHS, MEMORY = "src_ids", "src_lengths", "memory"
-PREV_TOKENS, STEP, LOGITS, ATTENTION = "prev_tokens", "step", "logits", "attention"
-NEXT = "next."
-
-
-class DecoderState:
-    """Per-decode state: encoder state (read-only), decoder state (advanced by every step), the
-    source lengths, the next step's position and the cache capacity ``max_length``."""
-
-    def __init__(self, encoder: dict, decoder: dict, src_lengths: np.ndarray, max_length: int,
-                 time_axes: dict | None = None):
-        self.encoder, self.decoder = encoder, decoder
-        self.src_lengths = src_lengths
-        self.max_length = int(max_length)
-        self.step = 0
-        #: decoder state name -> axis along which only the first ``step`` entries are in use (a KV
-        #: cache's time axis); reordering copies just that prefix
-        self.time_axes = dict(time_axes or {})
-        #: step graph name -> (executor, plan, batch): the plans this decode holds (its own buffers)
-        self.leases: dict = {}
-
-    def close(self) -> None:
-        """Give the step plans this state holds back to their executors (for other decodes)."""
-        leases, self.leases = self.leases, {}
-        for ex, plan, _ in leases.values():
-            ex.release(plan)
-
-    @property
-    def batch(self) -> int:
-        return int(self.src_lengths.shape[0])
-
-    def reorder(self, indices, *, encoder: bool = True) -> None:
-        """Keep rows ``indices`` (int array [B']) of every state array, in that order: beam
-        reordering, or expanding each source to k beams with ``np.repeat(np.arange(B), k)``.
-
-        When the batch size stays the same, only the rows that change are copied, in place (the
-        arrays, and so the decoder plan, stay the same). ``encoder=False`` leaves the encoder state
-        alone when the batch size stays the same: right when rows only move among the beams of one
-        source, whose encoder rows are identical."""
-        idx = np.asarray(indices)
-        if idx.dtype.kind not in "iu" or idx.ndim != 1:
-            raise TypeError(f"indices must be a 1-D integer array, got {idx.dtype} with shape {list(idx.shape)}")
-        if idx.size and (idx.min() < 0 or idx.max() >= self.batch):
-            raise ValueError(f"indices must lie in [0, {self.batch}), got values from {idx.min()} to {idx.max()}")
-        same = idx.shape[0] == self.batch
-        if same:
-            moved = np.flatnonzero(idx != np.arange(idx.shape[0]))
-            if moved.size == 0:
-                return
-            sources = idx[moved]
-            for arr in self.decoder.values():
-                arr[moved] = arr[sources]  # the right side is gathered first: cycles are safe
-            if encoder:
-                for arr in self.encoder.values():
-                    arr[moved] = arr[sources]
-                self.src_lengths[moved] = self.src_lengths[sources]
-            return
-        for name, arr in self.decoder.items():
-            self.decoder[name] = np.ascontiguousarray(arr[idx])
-        self.encoder = {name: np.ascontiguousarray(arr[idx]) for name, arr in self.encoder.items()}
-        self.src_lengths = np.ascontiguousarray(self.src_lengths[idx])
-
+from seqjit.models.contract import (ATTENTION, DEFAULT_MAX_LENGTH, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS,
+                                    SRC_LENGTHS, STEP, DecoderState, check_ids, check_source)
+from seqjit.models.devices import check_device, runtime_for
+from seqjit.models.weight_checks import check_weights
 
 class Seq2SeqModel:
     """Base of every architecture. Subclasses set ``arch`` and ``config_class`` and implement
@@ -147,14 +84,19 @@ class Seq2SeqModel:
         self.replay = replay
         self._executors: dict = {}
         self._executors_lock = threading.Lock()
-        self._gpu = None  # a seqjit.gpu.runtime.DeviceRuntime while the model is on the GPU
+        self._runtime = None  # the device's runtime while the model is on a device (seqjit.models.devices)
         self._cpu_backend = backend
 
     # -- device ----------------------------------------------------------------------------------
     @property
     def device(self) -> str:
         """``"cpu"``, or ``"cuda"`` after :meth:`to`."""
-        return "cpu" if self._gpu is None else "cuda"
+        return "cpu" if self._runtime is None else self._runtime.device
+
+    @property
+    def device_runtime(self):
+        """The runtime of the device the model is on (:mod:`seqjit.models.devices`); None on the CPU."""
+        return self._runtime
 
     def to(self, device: str):
         """Run on ``device`` (``"cuda"`` or ``"cpu"``); returns the model, moved in place. On the GPU
@@ -162,9 +104,41 @@ class Seq2SeqModel:
         ``generate`` decodes there (:mod:`seqjit.gpu`). Raises :class:`~seqjit.errors.CudaUnavailable`
         (naming what is missing) without a usable GPU, :class:`~seqjit.errors.DeviceOutOfMemory` when
         the weights do not fit."""
-        from seqjit.gpu.devices import move
+        target = check_device(device)
+        if target == self.device:
+            return self
+        if target == "cpu":
+            self._attach(None)
+            return self
+        runtime = runtime_for(target, self)
+        self._cpu_backend = self.backend
+        self._attach(runtime)
+        try:
+            runtime.upload(self)
+        except BaseException:
+            self._attach(None)
+            raise
+        return self
 
-        return move(self, device)
+    def _attach(self, runtime) -> None:
+        """Run on ``runtime``'s device (None: the CPU); the executors made so far are dropped."""
+        with self._executors_lock:
+            self._runtime, self._executors = runtime, {}
+            self.backend = self._cpu_backend if runtime is None else runtime.backend
+
+    # -- capabilities the decoding layer reads (seqjit.models.contract.declares) -----------------
+    @classmethod
+    def native_step(cls) -> bool:
+        """Whether this class steps as the base class does (``step`` not overridden), so the native
+        decoding loops may replay its step plan instead of calling ``step``."""
+        return cls.step is Seq2SeqModel.step
+
+    @classmethod
+    def native_decode(cls) -> bool:
+        """Whether this class also starts a decode and feeds its steps as the base class does
+        (``start``, ``start_from``, ``step_feeds``, ``step``), so a runner may replay a whole decode."""
+        return all(getattr(cls, name) is getattr(Seq2SeqModel, name)
+                   for name in ("start", "start_from", "step_feeds", "step"))
 
     # -- to implement --------------------------------------------------------------------------
     @classmethod
@@ -220,7 +194,7 @@ class Seq2SeqModel:
                 if ex is None:
                     ex = self._executors[name] = Executor(
                         self._build_graph(name), backend=self.backend, replay=self.replay,
-                        device=None if self._gpu is None else self._gpu.placement)
+                        device=None if self._runtime is None else self._runtime.placement)
         return ex
 
     def set_replay(self, replay: str | None) -> None:
@@ -252,16 +226,16 @@ class Seq2SeqModel:
 
     def start(self, src_ids, src_lengths=None, *, max_length: int) -> DecoderState:
         """Encode ``src_ids`` and return a fresh :class:`DecoderState` for at most ``max_length`` steps."""
-        if self._gpu is not None:
-            return self._gpu.start(self, src_ids, src_lengths, max_length)
+        if self._runtime is not None:
+            return self._runtime.start(self, src_ids, src_lengths, max_length)
         src_ids, src_lengths = check_source(src_ids, src_lengths)
         encoded = self.executor("encoder").run({SRC_IDS: src_ids, SRC_LENGTHS: src_lengths})
         return self.start_from(encoded, src_lengths, max_length)
 
     def start_from(self, encoded: dict, src_lengths, max_length: int) -> DecoderState:
         """A fresh :class:`DecoderState` from :meth:`encode`'s outputs, for at most ``max_length`` steps."""
-        if self._gpu is not None:
-            return self._gpu.start_from(self, encoded, src_lengths, max_length)
+        if self._runtime is not None:
+            return self._runtime.start_from(self, encoded, src_lengths, max_length)
         src_lengths = np.array(src_lengths, dtype=np.int64)  # a copy: reorder writes into it
         if int(max_length) != max_length or max_length < 1:
             raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
@@ -274,8 +248,8 @@ class Seq2SeqModel:
     def step(self, state: DecoderState, prev_tokens, *, with_attention: bool = False, copy: bool = True):
         """One decoder step: returns ``logits`` [B, V] (and ``attention`` when asked, as a pair);
         advances ``state`` (its arrays are updated in place, ``state.step`` += 1)."""
-        if self._gpu is not None:
-            return self._gpu.step(self, state, prev_tokens, with_attention)
+        if self._runtime is not None:
+            return self._runtime.step(self, state, prev_tokens, with_attention)
         tokens = np.asarray(prev_tokens)
         if tokens.dtype.kind not in "iu" or tokens.shape != (state.batch,):
             raise ValueError(f"prev_tokens must be an integer array of shape [{state.batch}], got {tokens.dtype} {list(tokens.shape)}")
@@ -339,10 +313,15 @@ class Seq2SeqModel:
         return ex.run({name: available[name] for name in ex.graph.inputs})["logits"]
 
     # -- decoding --------------------------------------------------------------------------------
-    def generate(self, sources, **options):
+    def generate(self, sources, *, lengths=None, max_batch_size: int = 64, callback=None,
+                 max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1, num_hypotheses: int = 1,
+                 length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
+                 sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
+                 seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
+                 return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
         """Decode ``sources`` (token-id sequences of any lengths); returns one
-        :class:`~seqjit.decoding.GenerationResult` per source. Also ``lengths``, ``max_batch_size=64``
-        and ``callback``: :func:`seqjit.decoding.generate` describes every option.
+        :class:`~seqjit.decoding.GenerationResult` per source: :func:`seqjit.decoding.generate`,
+        whose docstring describes every argument.
 
         Decoding options, with their defaults (:class:`~seqjit.decoding.DecodingOptions`):
         max_length=256 (at most the model's positions: the default is lowered to them), min_length=0,
@@ -350,18 +329,26 @@ class Seq2SeqModel:
         no_repeat_ngram_size=0, sampling_topk=1 (greedy; 0 samples from every token),
         sampling_topp=1.0, sampling_temperature=1.0, seed=None, forced_bos_id=None (the model's:
         the target language of mBART-50/M2M100/NLLB), forced_eos_id=None (the model's),
-        return_scores=False, return_attention=False.
+        return_scores=False, return_attention=False. A Hugging Face name (``num_beams``, ``top_k``,
+        ``max_new_tokens`` ...) is an :class:`~seqjit.errors.UnknownOptionError` naming the seqjit
+        option it means.
         """
-        from seqjit.decoding import generate
+        from seqjit.decoding import decode
 
-        return generate(self, sources, **options)
+        return decode(self, sources, locals(), unknown)
 
-    def generate_stream(self, source, **options):
+    def generate_stream(self, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
+                        num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
+                        no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
+                        sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
+                        forced_eos_id: int | None = None, return_scores: bool = False, return_attention: bool = False,
+                        **unknown):
         """Yield :class:`~seqjit.decoding.StepToken` for one source as tokens are produced
-        (greedy or sampling); see :func:`seqjit.decoding.generate_stream`."""
+        (greedy or sampling); see :func:`seqjit.decoding.generate_stream` (the options: :meth:`generate`)."""
+        arguments = {name: value for name, value in locals().items() if name not in ("self", "source", "unknown")}
         from seqjit.decoding import generate_stream
 
-        return generate_stream(self, source, **options)
+        return generate_stream(self, source, **arguments, **unknown)
 
     def prepare(self):
         """Do now the part of a first decode that does not depend on the batch shape (importing the
@@ -369,7 +356,7 @@ class Seq2SeqModel:
         and one decoder step (the logits are not looked at, so weights that give NaN still load):
         the loaders call it, so a first ``generate`` at a new shape costs about as much as a later
         one. Returns the model."""
-        if self._gpu is None:
+        if self._runtime is None:
             token = self.pad_id if self.pad_id is not None else 0
             state = self.start(np.array([[token]], np.int64), max_length=1)
             try:
@@ -390,71 +377,7 @@ class Seq2SeqModel:
         return f"{type(self).__name__}({n / 1e6:.2f}M parameters, {self.config})"
 
 
-def check_ids(name: str, ids) -> np.ndarray:
-    ids = np.asarray(ids)
-    if ids.dtype.kind not in "iu":
-        raise TypeError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
-    if ids.ndim != 2 or ids.shape[1] == 0:
-        raise ValueError(f"{name} must have shape [B, L] with L >= 1, got {list(ids.shape)}")
-    return np.ascontiguousarray(ids, dtype=np.int64)
-
-
-def check_source(src_ids, src_lengths):
-    """``src_ids`` as int64 [B, S] and ``src_lengths`` as int64 [B] in [0, S] (default: all S)."""
-    src_ids = check_ids("src_ids", src_ids)
-    batch, length = src_ids.shape
-    if src_lengths is None:
-        return src_ids, np.full(batch, length, np.int64)
-    lengths = np.asarray(src_lengths)
-    if lengths.dtype.kind not in "iu":
-        raise TypeError(f"src_lengths must hold integers, got dtype {lengths.dtype}")
-    if lengths.shape != (batch,):
-        raise ValueError(f"src_lengths must have shape [{batch}] (one per src_ids row), got {list(lengths.shape)}")
-    if lengths.size and (lengths.min() < 0 or lengths.max() > length):
-        raise ValueError(f"src_lengths must lie in [0, {length}], got values from {lengths.min()} to {lengths.max()}")
-    return src_ids, np.ascontiguousarray(lengths, dtype=np.int64)
-
-
-def check_weights(weights: dict, spec: dict, source: str) -> dict:
-    """``weights`` checked against ``spec`` (name -> TensorSpec); one ModelFormatError lists every
-    missing, unexpected, misshapen or wrongly typed weight, naming ``source``."""
-    if not isinstance(weights, dict):
-        raise TypeError(f"weights must be a dict of name -> numpy.ndarray, got {type(weights).__name__}")
-    problems = name_problems(spec, weights)
-    checked = {}
-    for name, want in spec.items():
-        if name not in weights:
-            continue
-        arr = weights[name]
-        if not isinstance(arr, np.ndarray):
-            problems.append(f"{name} is a {type(arr).__name__}, not a numpy.ndarray")
-            continue
-        if tuple(arr.shape) != tuple(want.shape):
-            problems.append(f"{name} has shape {list(arr.shape)}, expected {list(want.shape)}")
-        elif arr.dtype != want.dtype:
-            problems.append(f"{name} has dtype {arr.dtype}, expected {np.dtype(want.dtype).name}")
-        else:
-            checked[name] = aligned(np.ascontiguousarray(arr))  # whole cache lines for the kernels' loads
-    if problems:
-        raise ModelFormatError(f"{source}: " + "; ".join(problems))
-    return checked
-
-
-def name_problems(spec: dict, names) -> list:
-    """The messages for weights of ``spec`` missing from ``names`` and names ``spec`` lacks."""
-    problems = []
-    missing = [n for n in spec if n not in names]
-    unexpected = [n for n in names if n not in spec]
-    if missing:
-        problems.append(f"missing weight(s): {_listing(missing)}")
-    if unexpected:
-        problems.append(f"unexpected weight(s): {_listing(unexpected)}")
-    return problems
-
-
-def _listing(names: list, limit: int = 8) -> str:
-    shown = ", ".join(names[:limit])
-    return shown + (f" ... and {len(names) - limit} more" if len(names) > limit else "")
-
-
-__all__ = ["Seq2SeqModel", "DecoderState", "TensorSpec", "check_source", "check_ids", "check_weights"]
+# DecoderState, the value names and the id checks live in the leaf module seqjit.models.contract (the
+# decoding and GPU layers import them from there); re-exported here for the architectures and callers
+__all__ = ["Seq2SeqModel", "DecoderState", "TensorSpec", "check_source", "check_ids", "check_weights", "SRC_IDS",
+           "SRC_LENGTHS", "MEMORY", "PREV_TOKENS", "STEP", "LOGITS", "ATTENTION", "NEXT"]

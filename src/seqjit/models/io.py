@@ -68,7 +68,7 @@ def load_model(path, *, backend=None, allow_nonfinite: bool = False, device: str
     """The model saved in directory ``path``, checked as the module docstring says.
     ``allow_nonfinite=True`` loads weights holding NaN or Inf (refused by default). ``device="cuda"``
     runs it on the GPU (:meth:`~seqjit.models.base.Seq2SeqModel.to`)."""
-    from seqjit.gpu.devices import check_device
+    from seqjit.models.devices import check_device
     from seqjit.models import model_class
 
     check_device(device)

@@ -87,7 +87,7 @@ def _entry(path: Path, name: str, entry) -> tuple:
 def check_header(path: Path, entries: dict, spec: dict) -> None:
     """Every weight of ``spec`` (name -> TensorSpec) present in ``entries`` with its shape and dtype,
     and nothing else; one ModelFormatError lists every problem."""
-    from seqjit.models.base import name_problems
+    from seqjit.models.weight_checks import name_problems
 
     problems = name_problems(spec, entries)
     for name, want in spec.items():
@@ -146,10 +146,10 @@ def verify_checksums(path: Path, tensors: dict, metadata: dict, *, warn_missing:
     missing = sorted(set(tensors) - set(expected))
     extra = sorted(set(expected) - set(tensors))
     if missing or extra:
-        from seqjit.models.base import _listing
+        from seqjit.models.weight_checks import name_listing
 
-        parts = ([f"has no entry for {_listing(missing)}"] if missing else []) + (
-            [f"names tensor(s) the file lacks: {_listing(extra)}"] if extra else [])
+        parts = ([f"has no entry for {name_listing(missing)}"] if missing else []) + (
+            [f"names tensor(s) the file lacks: {name_listing(extra)}"] if extra else [])
         raise ModelFormatError(f"{what} {' and '.join(parts)}; the file is corrupted or was edited")
     for name, arr in tensors.items():
         want = expected[name]

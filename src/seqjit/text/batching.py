@@ -1,4 +1,4 @@
-"""Batching by tokens with output streamed in input order, for the file-processing commands.
+"""Batching by tokens with output streamed in input order, for the file commands and the Ray predictors.
 
 :func:`process` reads records a pool at a time, sorts each pool by length, cuts it into batches of
 at most ``max_tokens`` (longest record x batch size, the padded size) and runs them; each result is
@@ -20,6 +20,13 @@ class Record:
     item: Any = None  # what run_batch takes (e.g. token ids)
     length: int = 0
     error: str | None = None  # why the line could not be read (then item is None)
+
+
+class Failed:
+    """The result of a record that could not be decoded: its batch's error, found by running it alone."""
+
+    def __init__(self, message: str):
+        self.message = message
 
 
 def token_batches(records: list, max_tokens: int, max_batch: int) -> list:

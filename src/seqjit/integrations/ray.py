@@ -1,7 +1,7 @@
 """Batch inference over Ray Data: callable classes for ``Dataset.map_batches``, one model per actor.
 
     import ray
-    from seqjit.ray import map_g2p, map_translate
+    from seqjit.integrations.ray import map_g2p, map_translate
 
     words = ray.data.read_parquet("words.parquet")           # a string column "word"
     words = map_g2p(words, "attention", actors=8, threads=1)  # + phonemes, unknown, score, error
@@ -35,6 +35,10 @@ import os
 import warnings
 from pathlib import Path
 
+from seqjit.text.batching import Record, token_batches
+from seqjit.text.lines import BLANK, check_source_line, parse_ids, resolve_max_length
+from seqjit.text.translation import codec_for, load_any
+
 RAY_EXTRA = "pip install 'seqjit[ray]'"
 #: rows per batch of ``map_*`` (the single-machine commands' pool of lines)
 DEFAULT_BATCH_ROWS = 2048
@@ -42,7 +46,6 @@ DEFAULT_BATCH_ROWS = 2048
 CRASH_FILE_ENV = "SEQJIT_RAY_CRASH_FILE"
 #: how many times a batch is run again after its actor died
 DEFAULT_RETRIES = 3
-BLANK = ""  # the error of a blank text line: an empty output that is not a failure
 
 
 def import_ray():
@@ -95,8 +98,6 @@ class G2PPredictor:
             return [self._run([word])[0] for word in words]  # find the word at fault
 
     def __call__(self, batch):
-        from seqjit.commands.batching import Record, token_batches
-
         _crash_hook(batch)
         values = column_values(batch, self.column)
         records = []
@@ -134,15 +135,12 @@ class TranslatePredictor:
     def __init__(self, model, *, column: str = "text", ids: bool = False, beam_size: int = 1,
                  max_length: int | None = None, max_batch_tokens: int = 4096, max_batch_size: int = 256,
                  threads: int | None = 1):
-        from seqjit.commands.translate import TextCodec, load_any, tokenizer_file
-
         _check_options(beam_size=beam_size, max_length=max_length, max_batch_tokens=max_batch_tokens,
                        max_batch_size=max_batch_size, threads=threads)
         _set_threads(threads)
         directory = Path(model)
         self.model = load_any(directory)
-        spm = not ids and tokenizer_file(directory, "source.spm") is not None  # as seqjit translate decides
-        self.codec = TextCodec(directory, self.model) if spm else None
+        self.codec = codec_for(directory, self.model, ids=ids)  # as seqjit translate decides
         self.max_positions = getattr(self.model.config, "max_positions", None)
         self.options = dict(beam_size=beam_size, max_length=resolve_max_length(max_length, self.max_positions),
                             return_scores=True)
@@ -150,8 +148,6 @@ class TranslatePredictor:
 
     def _source(self, value) -> list | None:
         """Token ids of one source (None: a blank text line), or ValueError saying what is wrong."""
-        from seqjit.commands.translate import check_source, parse_ids
-
         if value is None:
             raise ValueError("missing source (null)")
         if isinstance(value, str):
@@ -166,7 +162,7 @@ class TranslatePredictor:
                 if isinstance(v, bool) or not isinstance(v, (int, _np().integer)):
                     raise ValueError(f"token {position} ({v!r}) is not an integer token id")
             ids = [int(v) for v in ids]
-        check_source(ids, self.model, self.max_positions)
+        check_source_line(ids, self.model, self.max_positions)
         return ids
 
     def _run(self, items) -> list:
@@ -180,8 +176,6 @@ class TranslatePredictor:
             return [self._run([item])[0] for item in items]  # find the source at fault
 
     def __call__(self, batch):
-        from seqjit.commands.batching import Record, token_batches
-
         _crash_hook(batch)
         values = column_values(batch, self.column)
         records = []
@@ -208,16 +202,6 @@ class TranslatePredictor:
                 output[r.index] = self.codec.decode(ids) if self.codec is not None else " ".join(map(str, ids))
         return with_columns(batch, {"ids": (out_ids, "ids"), "output": (output, "string"), "score": (score, "float64"),
                                     "error": (errors, "string")})
-
-
-def resolve_max_length(max_length: int | None, max_positions: int | None) -> int:
-    """``seqjit translate``'s rule: 256, or the model's max_positions when smaller; a larger
-    explicit value is an error."""
-    if max_length is None:
-        return 256 if max_positions is None else min(256, max_positions)
-    if max_positions is not None and max_length > max_positions:
-        raise ValueError(f"--max-length {max_length} exceeds the model's max_positions ({max_positions})")
-    return max_length
 
 
 # -- Ray Data wiring -------------------------------------------------------------------------------

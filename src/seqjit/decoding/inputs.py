@@ -1,0 +1,205 @@
+"""The public inputs of a decode, shared by every decoding path (CPU loops, native replay, the GPU):
+sources padded into one id array, the options checked once, the model's forced-token rules, the
+source ids checked against the vocabulary, the tokens never generated, the sampling seed, and the
+result as ``generate`` returns it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import numbers
+from collections.abc import Mapping, Set
+
+import numpy as np
+
+from seqjit.errors import UnknownOptionError
+from seqjit.kernels.sampling import philox
+from seqjit.models.contract import DEFAULT_MAX_LENGTH
+
+from .options import DecodingOptions, unknown_options_message
+from .results import GenerationResult
+
+__all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_vocab", "finished",
+           "with_seed", "drain"]
+
+
+def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndarray]:
+    """``sources`` (a list of token-id sequences of any lengths, or a 2-D int array with optional
+    ``lengths``) as a padded int64 ``[B, S]`` array and int64 ``[B]`` lengths."""
+    if isinstance(sources, np.ndarray) and sources.ndim == 2:
+        if sources.dtype.kind not in "iu":
+            raise TypeError(f"sources must hold integer token ids, got dtype {sources.dtype}")
+        if sources.shape[0] == 0:
+            raise ValueError("sources is empty: give at least one source sequence")
+        ids = np.ascontiguousarray(sources, dtype=np.int64)
+        if lengths is None:
+            return ids, np.full(ids.shape[0], ids.shape[1], np.int64)
+        lengths = np.asarray(lengths)
+        if lengths.shape != (ids.shape[0],) or lengths.dtype.kind not in "iu":
+            raise ValueError(f"lengths must be an integer array of shape [{ids.shape[0]}], got {lengths.dtype} {list(lengths.shape)}")
+        if lengths.size and (lengths.min() < 0 or lengths.max() > ids.shape[1]):
+            raise ValueError(f"lengths must lie in [0, {ids.shape[1]}]")
+        return ids, lengths.astype(np.int64)
+    if lengths is not None:
+        raise ValueError("lengths is only accepted with a padded 2-D array of sources")
+    if isinstance(sources, (str, bytes, Mapping, Set)) or not hasattr(sources, "__len__"):
+        raise TypeError(f"sources must be a list of token-id sequences, got {type(sources).__name__}")
+    if _one_flat_source(sources):
+        shown = str([int(i) for i in itertools.islice(sources, 8)])[:-1] + (", ...]" if len(sources) > 8 else "]")
+        raise TypeError(f"sources must be a list of token-id sequences, got one flat sequence of ids; to decode one "
+                        f"source, wrap it in a list: generate(model, [{shown}])")
+    padded = _pad_flat(sources, pad_id)
+    if padded is not None:
+        return padded
+    rows = []
+    for i, src in enumerate(sources):
+        try:
+            arr = np.asarray(src)
+        except ValueError:  # NumPy: "inhomogeneous shape"
+            raise TypeError(f"sources[{i}] must be a flat sequence of integer token ids, got a ragged nested one") from None
+        if arr.ndim != 1 or (arr.size and arr.dtype.kind not in "iu"):
+            raise TypeError(f"sources[{i}] must be a 1-D sequence of integer token ids, got {arr.dtype} {list(arr.shape)}")
+        rows.append(arr.astype(np.int64))
+    if not rows:
+        raise ValueError("sources is empty: give at least one source sequence")
+    width = max(1, max(r.shape[0] for r in rows))
+    ids = np.full((len(rows), width), pad_id, np.int64)
+    for i, r in enumerate(rows):
+        ids[i, :r.shape[0]] = r
+    return ids, np.array([r.shape[0] for r in rows], np.int64)
+
+
+def _one_flat_source(sources) -> bool:
+    """Whether ``sources`` is one source's ids (a flat list or 1-D array of integers) given alone."""
+    if isinstance(sources, np.ndarray):
+        return sources.ndim == 1 and sources.size > 0 and sources.dtype.kind in "iu"
+    return len(sources) > 0 and all(isinstance(s, (numbers.Integral, np.integer)) and not isinstance(s, bool)
+                                    for s in itertools.islice(sources, 64))
+
+
+def _pad_flat(sources, pad_id: int):
+    """:func:`pad_sources` of a list of flat integer sequences in a few whole-array steps; None for
+    anything else (other types, nesting, an empty list), which the row-by-row checks then name."""
+    try:
+        one = len(sources) == 1
+        lengths = None if one else np.fromiter(map(len, sources), np.int64, count=len(sources))
+        flat = np.array(sources[0] if one else list(itertools.chain.from_iterable(sources)))
+    except (TypeError, ValueError):
+        return None
+    if not len(sources) or flat.ndim != 1 or (flat.size and flat.dtype.kind not in "iu") \
+            or (flat.dtype.kind == "u" and flat.size and flat.max() > np.iinfo(np.int64).max):
+        return None
+    if one:  # one row: no mask
+        ids = np.full((1, max(1, flat.shape[0])), pad_id, np.int64)
+        ids[0, :flat.shape[0]] = flat
+        return ids, np.array([flat.shape[0]], np.int64)
+    width = max(1, int(lengths.max()))
+    ids = np.full((lengths.shape[0], width), pad_id, np.int64)
+    ids[np.arange(width) < lengths[:, None]] = flat
+    return ids, lengths
+
+
+_OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(DecodingOptions))
+#: option -> the default object of ``generate``'s signature (``max_length``: the distinct
+#: :data:`~seqjit.models.contract.DEFAULT_MAX_LENGTH`, so an explicit 256 is told apart)
+OPTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(DecodingOptions)} | {"max_length": DEFAULT_MAX_LENGTH}
+
+
+def given_options(arguments: dict, unknown: dict) -> dict:
+    """The decoding options a caller gave, from ``generate``'s ``arguments`` (its parameters by name):
+    each whose value is not its default object; UnknownOptionError for any keyword in ``unknown``."""
+    if unknown:
+        raise UnknownOptionError(unknown_options_message(sorted(unknown), _OPTION_NAMES))
+    return {name: arguments[name] for name, default in OPTION_DEFAULTS.items() if arguments[name] is not default}
+
+
+#: checked options by the keyword arguments that gave them (each value with its type: 1, 1.0 and
+#: True are different arguments), so a repeated call skips the checks; cleared when it grows large
+_checked: dict = {}
+MAX_CHECKED = 256
+
+
+def parse_options(kwargs) -> DecodingOptions:
+    """The checked :class:`DecodingOptions` of ``generate``'s keyword arguments; TypeError naming an
+    unknown one (with the nearest known names), ValueError for a bad value."""
+    try:
+        key = tuple(sorted((k, type(v), v) for k, v in kwargs.items()))
+        opts = _checked.get(key)
+    except TypeError:  # an unhashable value: checked every time
+        key = opts = None
+    if opts is not None:
+        return opts
+    names = _OPTION_NAMES
+    unknown = sorted(set(kwargs) - names)
+    if unknown:
+        raise UnknownOptionError(unknown_options_message(unknown, names))
+    opts = DecodingOptions(**kwargs).validate()
+    if key is not None:
+        if len(_checked) >= MAX_CHECKED:
+            _checked.clear()
+        _checked[key] = opts
+    return opts
+
+
+def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
+    """``opts`` with the model's forced-token rules (its config's ``forced_bos_id`` / ``forced_eos_id``)
+    where the caller gave none; a forced token outside the target vocabulary is a ValueError."""
+    config = getattr(model, "config", None)
+    bos = opts.forced_bos_id if opts.forced_bos_id is not None else getattr(config, "forced_bos_id", None)
+    eos = opts.forced_eos_id if opts.forced_eos_id is not None else getattr(config, "forced_eos_id", None)
+    if bos is None and eos is None:
+        return opts
+    vocab = model.target_vocab_size
+    for name, token in (("forced_bos_id", bos), ("forced_eos_id", eos)):
+        if token is not None and vocab is not None and token >= vocab:
+            raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
+    if (bos, eos) == (opts.forced_bos_id, opts.forced_eos_id):
+        return opts
+    return dataclasses.replace(opts, forced_bos_id=bos, forced_eos_id=eos)
+
+
+def suppressed_tokens(model) -> tuple:
+    """Tokens never generated: the padding token (as ``transformers`` does for Marian)."""
+    return (model.pad_id,) if model.pad_id is not None and model.pad_id != model.eos_id else ()
+
+
+def check_vocab(model, ids, lengths) -> None:
+    """ValueError naming the first source holding a token id outside ``model``'s source vocabulary
+    (padding past a row's length is not looked at)."""
+    vocab = getattr(model, "source_vocab_size", None)
+    if vocab is None:
+        return
+    if ids.size == 0 or (ids.min() >= 0 and ids.max() < vocab):  # padding included: all in range
+        return
+    outside = ((ids < 0) | (ids >= vocab)) & (np.arange(ids.shape[1]) < lengths[:, None])
+    if outside.any():
+        i = int(np.flatnonzero(outside.any(axis=1))[0])
+        bad = int(ids[i][outside[i]][0])
+        raise ValueError(f"sources[{i}] holds token id {bad}, outside the source vocabulary [0, {vocab})")
+
+
+def finished(res, opts, length) -> GenerationResult:
+    """``res`` as ``generate`` returns it: scores only when asked for, the attention's source axis as
+    long as the source (as when it is decoded alone)."""
+    if not opts.return_scores:
+        res.scores = None
+    if res.attention is not None:
+        res.attention = [a[..., :max(1, int(length))] for a in res.attention]
+    return res
+
+
+def with_seed(opts: DecodingOptions) -> DecodingOptions:
+    """Sampling without a seed: ``opts`` with a fresh one, drawn once for the whole call (every batch
+    of it draws from the one stream)."""
+    if opts.sampling and opts.seed is None:
+        return dataclasses.replace(opts, seed=philox.fresh_seed())
+    return opts
+
+
+def drain(gen):
+    """Run generator ``gen`` (a decoding loop that yields tokens as it goes) to its end; its return value."""
+    while True:
+        try:
+            next(gen)
+        except StopIteration as stop:
+            return stop.value

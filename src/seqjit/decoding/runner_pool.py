@@ -1,0 +1,81 @@
+"""A model's idle decode runners (:class:`~seqjit.decoding.greedy_runner.GreedyRunner`,
+:class:`~seqjit.decoding.beam_runner.BeamRunner`) kept by batch shape, so a repeated small ``generate``
+reuses one instead of binding its programs again."""
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from seqjit.graph.lowering import Unsupported
+
+from .beam_runner import BeamRunner
+from .greedy_runner import GreedyRunner
+from .native_greedy import COMPACT_MIN_ROWS
+
+#: shapes a model keeps runners for (least recently used dropped first), idle runners per shape, and
+#: the bytes the idle runners may hold in all (their plans' buffers and decoder state: a KV cache of
+#: max_length steps); the most recent shape is always kept
+MAX_SHAPES = 16
+MAX_IDLE = 2
+MAX_IDLE_BYTES = 256 << 20
+
+
+class RunnerPool:
+    """A model's idle runners by batch shape; :meth:`decode` takes one (or makes it), decodes and
+    gives it back. A shape whose plans do not lower is remembered and never tried again."""
+
+    def __init__(self, banned: np.ndarray):
+        self._idle: OrderedDict = OrderedDict()   # key -> list of idle runners, or None: unsupported
+        self._idle_bytes = 0
+        self._lock = threading.Lock()
+        self.banned = banned  # the model's never-generated tokens (sorted int64)
+
+    def decode(self, model, ids, lengths, options) -> list | None:
+        """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
+        beams) decoded greedily, by sampling or by beam search; None when the model's plans have no
+        native form (the caller decodes otherwise)."""
+        if ids.shape[0] * options.beam_size >= COMPACT_MIN_ROWS:
+            return None
+        key = (ids.shape, options.max_length, options.beam_size, model.executor("encoder"),
+               model.executor("decoder_step"))
+        with self._lock:
+            idle = self._idle.get(key, [])
+            if idle is None:
+                return None
+            runner = idle.pop() if idle else None
+            if runner is not None:
+                self._idle_bytes -= runner.nbytes
+        if runner is None:
+            try:
+                if options.beam_size > 1:
+                    runner = BeamRunner(model, ids.shape[0], ids.shape[1], options.max_length, options.beam_size)
+                else:
+                    runner = GreedyRunner(model, ids.shape[0], ids.shape[1], options.max_length)
+            except Unsupported:
+                with self._lock:
+                    self._idle[key] = None
+                return None
+        try:
+            return runner.decode(ids, lengths, options, self.banned)
+        finally:
+            self._give_back(key, runner)
+
+    def _give_back(self, key, runner) -> None:
+        dropped = []
+        with self._lock:
+            idle = self._idle.setdefault(key, [])
+            self._idle.move_to_end(key)
+            if idle is not None and len(idle) < MAX_IDLE:
+                idle.append(runner)
+                self._idle_bytes += runner.nbytes
+            else:
+                dropped.append(runner)
+            while len(self._idle) > 1 and (len(self._idle) > MAX_SHAPES or self._idle_bytes > MAX_IDLE_BYTES):
+                _, old = self._idle.popitem(last=False)
+                for r in old or ():
+                    self._idle_bytes -= r.nbytes
+                    dropped.append(r)
+        for r in dropped:
+            r.close()

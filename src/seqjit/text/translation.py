@@ -1,0 +1,130 @@
+"""A translation model directory: its model (seqjit's format or a Hugging Face directory) and its
+SentencePiece codec, read as ``seqjit translate`` and the Ray translate predictor read them.
+
+The codec follows the Marian layout: ``source.spm`` (``target.spm``, default ``source.spm``) and
+``vocab.json`` (piece -> model id; a separate ``target_vocab.json`` when present). Each source is cut
+into pieces, mapped to ids (unknown pieces -> ``<unk>``) and given the model's end token, as Marian
+does; output ids are mapped back to pieces (special tokens dropped) and decoded with ``target.spm``.
+Without ``vocab.json`` the SentencePiece ids are the model ids. These files, like ``config.json``,
+are read as model files are (:mod:`seqjit.models.files`): regular files inside the directory, of
+bounded size; one present but unreadable (a FIFO, a link leaving the directory) is an error, never
+skipped.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from seqjit.errors import ModelFormatError
+from seqjit.models.files import model_file, read_json, read_limited
+from seqjit.text.lines import quoted
+
+SPM_HINT = "pip install sentencepiece"
+#: the largest source.spm / target.spm read; a Marian model's is under 1 MiB
+SPM_MAX_BYTES = 64 << 20
+#: the largest vocab.json / target_vocab.json read; a Marian model's (~60k pieces) is about 1-2 MiB
+VOCAB_MAX_BYTES = 64 << 20
+
+
+def load_any(path):
+    """A seqjit model directory, or a Hugging Face directory (``config.json`` with ``model_type``)."""
+    import seqjit
+
+    directory = Path(path)
+    if not directory.exists():
+        raise ModelFormatError(f"{directory} does not exist (expected a model directory with config.json and model.safetensors)")
+    if directory.is_dir():
+        config = model_file(directory, "config.json")
+        if os.path.lexists(config):  # a missing one is reported by seqjit.load
+            data = read_json(config)
+            if "model_type" in data and "architecture" not in data:
+                return seqjit.from_hf(directory)
+    return seqjit.load(directory)
+
+
+def import_sentencepiece(why: str):
+    try:
+        import sentencepiece
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(f"{why} needs the sentencepiece package: {SPM_HINT}") from None
+    return sentencepiece
+
+
+def tokenizer_file(directory: Path, name: str):
+    """``directory / name`` when present (a dangling link or a FIFO counts: reading it is refused
+    then, rather than the file being silently ignored); None when absent. Refused when it leaves
+    the model directory."""
+    path = model_file(directory, name)
+    return path if os.path.lexists(path) else None
+
+
+def _read_vocab(path: Path) -> dict:
+    data = read_json(path, max_bytes=VOCAB_MAX_BYTES)
+    if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in data.items()):
+        raise ModelFormatError(f"{path} must hold a JSON object mapping pieces to integer ids")
+    return data
+
+
+class TextCodec:
+    """Text <-> model ids through SentencePiece, Marian's way (see the module docstring)."""
+
+    def __init__(self, directory: Path, model):
+        spm = import_sentencepiece(f"{directory} has SentencePiece files (use --ids to read token ids instead); text")
+        self.directory = directory
+
+        def processor(path):
+            proto = read_limited(path, SPM_MAX_BYTES)  # bytes, never the path: sentencepiece would open anything
+            if not proto:
+                raise ModelFormatError(f"{path} is empty, not a SentencePiece model")
+            try:
+                return spm.SentencePieceProcessor(model_proto=proto)
+            except (OSError, RuntimeError) as exc:
+                raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
+
+        self.source = processor(model_file(directory, "source.spm"))
+        target_spm = tokenizer_file(directory, "target.spm")
+        self.target = processor(target_spm) if target_spm is not None else self.source
+        self.eos = model.eos_id
+        vocab = tokenizer_file(directory, "vocab.json")
+        self.vocab = _read_vocab(vocab) if vocab is not None else None
+        target_vocab = tokenizer_file(directory, "target_vocab.json")
+        tgt_vocab = _read_vocab(target_vocab) if target_vocab is not None else self.vocab
+        self.unk = None
+        if self.vocab is not None:
+            self.unk = self.vocab.get("<unk>")
+            self.pieces = {i: p for p, i in tgt_vocab.items()}
+            unk_out = tgt_vocab.get("<unk>")
+        else:
+            self.unk = self.source.unk_id()
+            unk_out = self.target.unk_id()
+        # dropped from the output, as transformers' decode(skip_special_tokens=True)
+        self.special = {i for i in (model.eos_id, model.pad_id, unk_out) if i is not None}
+
+    def encode(self, text: str) -> list:
+        if self.vocab is None:
+            return [*self.source.encode(text), self.eos]
+        ids = []
+        for piece in self.source.encode(text, out_type=str):
+            i = self.vocab.get(piece, self.unk)
+            if i is None:
+                raise ValueError(f"piece {quoted(piece)} is not in {self.directory / 'vocab.json'}, which has no <unk>")
+            ids.append(i)
+        return [*ids, self.eos]
+
+    def decode(self, ids) -> str:
+        ids = [int(i) for i in ids if int(i) not in self.special]
+        if self.vocab is None:
+            text = self.target.decode(ids)
+        else:
+            text = self.target.decode([self.pieces[i] for i in ids if i in self.pieces])
+        # as transformers' MarianTokenizer: a piece SentencePiece does not know comes back verbatim
+        return text.replace("\u2581", " ").replace("\r", " ").replace("\n", " ").strip()
+
+
+def codec_for(directory, model, *, ids: bool = False) -> TextCodec | None:
+    """The text codec of ``directory`` when it has SentencePiece files (``source.spm``) and token ids
+    were not asked for (``ids``); else None: lines hold token ids."""
+    directory = Path(directory)
+    if ids or tokenizer_file(directory, "source.spm") is None:
+        return None
+    return TextCodec(directory, model)
