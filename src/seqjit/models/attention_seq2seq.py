@@ -30,12 +30,29 @@ Weights, besides ``rnn_common``'s (A = ``attention_dim``, default Hd)::
               decoder.attention.Ua.weight [A, M],  decoder.attention.Ua.bias [A],
               decoder.attention.Va.weight [1, A];  decoder.rnn.weight_ih_l0 [G*Hd, Et + M]
     general:  decoder.attention.Wa.weight [Hd, M] (+ decoder.attention.Wa.bias [Hd] when attention_bias)
+    concat:   decoder.attention.W.weight [A, Hd + M], decoder.attention.v.weight [1, A]
     "current": decoder.concat.weight [Ao, M + Hd] (+ decoder.concat.bias [Ao] when concat_bias)
     all:      decoder.out.weight [V, Ho], decoder.out.bias [V]  (Ho: Hd, or Ao with "current";
-              before it, the MLP or maxout layer of ``output_layer``: rnn_common)
+              plus M + Et with ``deep_output``; before it, the MLP or maxout layer of
+              ``output_layer``: rnn_common)
+
+``attention="concat"`` is Luong et al. 2015's third score, ``score_j = v . tanh(W [q; m_j])``: an
+additive score without biases, run by the same kernel as Bahdanau's (W's memory columns applied to
+the memory once per source, its query columns per step); its query is "current" by default,
+"previous" allowed.
+
+``attention_query_layers``: the query q is the top decoder layer's state (``"top"``), the sum of
+every decoder layer's state (``"sum"``) or their concatenation (``"concat"``, width Qd = Ld * Hd:
+the query widths above, Hd, become Qd); the previous states with ``"previous"``, the new ones with
+``"current"`` (the attentional layer still reads the top state).
+
+``deep_output`` (Bahdanau et al. 2015 appendix A, Nematus): the output layer reads
+[x; context; e] (x: the new top state, or h~ with "current"; e: the embedding of the previous
+token), so one linear over it is ``U_o s + C_o c + V_o E y``; ``output_layer="maxout"`` is
+Bahdanau's readout, ``"mlp"`` with tanh Nematus'.
 
 Where the query comes from (``attention_query``): ``"previous"`` is the Bahdanau step above (the
-default of ``attention="bahdanau"``; that kind only); ``"current"`` is the Luong step above (the
+default of ``attention="bahdanau"``; additive kinds only); ``"current"`` is the Luong step above (the
 default of dot/general) with any of the three scores, e.g. additive scoring of the new top state
 feeding the attentional layer (OpenNMT-py ``global_attention: mlp``, JoeyNMT ``bahdanau``). With
 ``"current"``:
@@ -48,9 +65,10 @@ feeding the attentional layer (OpenNMT-py ``global_attention: mlp``, JoeyNMT ``b
   [G*Hd, Et + Ao]; h~ is the decoder state ``feed`` [B, Ao].
 
 Encoder graph outputs: ``memory`` [B, S, M], ``keys`` [B, S, A] (bahdanau: ``Ua m + Ua.bias +
-Wa.bias``, once per source) or [B, S, Hd] (general: ``Wa m + ba``), and the initial states
-(``rnn_common.init_sources``). Luong models without input feeding (and with no zero initial
-state) run teacher forcing in one full-sequence graph (``decoder_full``); the others depend on the
+Wa.bias``, once per source; concat: W's memory columns times m) or [B, S, Qd] (general: ``Wa m +
+ba``), and the initial states
+(``rnn_common.init_sources``). Luong (dot/general) models without input feeding, with no zero
+initial state and a query from the top layer run teacher forcing in one full-sequence graph (``decoder_full``); the others depend on the
 previous step, so their :meth:`logits` steps.
 """
 from __future__ import annotations
