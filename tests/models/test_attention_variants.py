@@ -178,6 +178,7 @@ def test_one_pass_teacher_forcing_where_no_step_depends_on_the_last():
 
 def test_save_load_round_trip(tmp_path):
     _, model = build("maxout")
+    model = type(model)(model.config.replace(suppress_tokens=[3], suppress_pad=False), model.weights)
     src, lengths, tgt = batch()
     model.save(tmp_path / "m")
     loaded = seqjit.load(tmp_path / "m")
@@ -238,6 +239,8 @@ BASE = dict(src_vocab_size=VS, tgt_vocab_size=VT, hidden_size=6)
     (dict(output_hidden_dim=4), r"output_hidden_dim applies to output_layer 'mlp' or 'maxout'"),
     (dict(attention="dot", decoder_layers=2, bridge="mean", attention_query_layers="concat"),
      r"dot attention needs the memory size \(6\) to equal the query size \(12"),
+    (dict(suppress_tokens=[3, 13]), r"'suppress_tokens' must be a list of token ids in \[0, 13\)"),
+    (dict(suppress_tokens=2), r"'suppress_tokens' must be a list of token ids"),
     (dict(attention_query_layers="mean"), r"'attention_query_layers' must be one of \['top', 'sum', 'concat'\]"),
 ])
 def test_config_errors_name_the_option(changes, match):

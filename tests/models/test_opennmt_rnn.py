@@ -95,17 +95,26 @@ def translate(onmt_model, ids, lengths, beam_size):
     return [[int(t) for t in best[0] if int(t) != EOS] for best in found]
 
 
+def recorded_bans(model) -> tuple:
+    """The bans the converted config records (``suppress_tokens``, ``suppress_pad``), which seqjit's
+    decoding options are to read (issue 23 item 3): set in place of seqjit's fixed pad ban, they
+    must give the toolkit's own searches."""
+    c = model.config
+    return tuple(c.suppress_tokens or ()) + ((c.pad_id,) if c.suppress_pad else ())
+
+
 @pytest.fixture
 def onmt_bans(monkeypatch):
     from seqjit.decoding import api
 
-    monkeypatch.setattr(api, "_suppressed", lambda model: ())
+    monkeypatch.setattr(api, "_suppressed", recorded_bans)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.filterwarnings("ignore")
 def test_opennmt_model_matches(name, onmt_bans):
     onmt_model, opt, model = build(name)
+    assert recorded_bans(model) == ()  # OpenNMT-py's searches ban nothing
     ids, lengths = sources()
     rng = np.random.default_rng(2)
     tgt = np.concatenate([np.full((len(lengths), 1), BOS), rng.integers(4, 15, (len(lengths), 5))], axis=1)

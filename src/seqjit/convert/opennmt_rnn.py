@@ -33,7 +33,9 @@ Name map::
     generator.{weight,bias}                             -> decoder.out.{weight,bias}
 
 The logits are the generator's (OpenNMT-py takes their log-softmax: the same ranking). Special ids
-default to OpenNMT-py's (``<unk>`` 0, ``<blank>`` 1, ``<s>`` 2, ``</s>`` 3). Options seqjit does not
+default to OpenNMT-py's (``<unk>`` 0, ``<blank>`` 1, ``<s>`` 2, ``</s>`` 3). OpenNMT-py's searches
+ban no token: the config records ``suppress_pad=False`` for the decoding options to read (not
+applied yet: ``rnn_common``). Options seqjit does not
 run (the encoder's layer-mixing ``bridge``, ``context_gate``, ``copy_attn``, ``coverage_attn``,
 ``sparsemax``, ``position_encoding``, source features, other encoder/decoder types, different
 encoder and decoder sizes) raise :class:`ConfigError` naming the option.
@@ -72,7 +74,8 @@ def _options(opt: dict) -> dict:
     out = dict(attention={"mlp": "bahdanau"}.get(attention, attention), attention_query="current",
                concat_order="context_first", concat_bias=attention == "mlp",
                attentional_activation=None if attention == "mlp" else "tanh",
-               input_feeding=bool(opt.get("input_feed", 1)), pad_id=1, decoder_start_id=2, eos_id=3)
+               input_feeding=bool(opt.get("input_feed", 1)), pad_id=1, decoder_start_id=2, eos_id=3,
+               suppress_pad=False)
     if opt.get("encoder_type", "rnn") == "brnn":
         out["bridge"] = "concat"
     return out

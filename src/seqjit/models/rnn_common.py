@@ -49,6 +49,15 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     decoder.maxout.weight [2K, Ho], .bias [2K] (unit k = max of rows 2k and 2k+1);
     decoder.out.weight [Vt, K], .bias [Vt]           (K: ``output_hidden_dim``)
 
+Decoding rules recorded from the toolkit that trained the model (importers set them; seqjit's
+decoding does not read them yet: it always bans the pad token, and the ``suppress_tokens`` /
+pad-ban decoding options are being added in every decoding path, issue 23 item 3):
+
+- ``suppress_tokens``: token ids the toolkit never generates besides the pad token (JoeyNMT bans
+  ``<s>`` at every step: its importer records ``[decoder_start_id]``); None: none;
+- ``suppress_pad``: whether the toolkit bans the pad token (True: seqjit's rule and JoeyNMT's;
+  OpenNMT-py's searches allow it: its importer records False).
+
 Decoder state (``decoder_state_specs``): ``h.{l}`` [B, Hd] per layer (and ``c.{l}`` for an LSTM),
 zeros before step 0; the encoder graph outputs the bridged initial states (:func:`init_sources`:
 ``init.h.{l}``/``init.c.{l}`` per layer, or one ``init.h`` for a one-value bridge), which the step
@@ -98,6 +107,8 @@ class RNNConfig(ModelConfig):
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
     quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
+    suppress_tokens: list | None = None  # recorded from the toolkit (module docstring): ids it never generates
+    suppress_pad: bool = True  # recorded from the toolkit: whether it bans the pad token
 
     # -- derived sizes ---------------------------------------------------------------------------
     @property
@@ -164,6 +175,12 @@ class RNNConfig(ModelConfig):
             value = getattr(self, key)
             if not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
+        if self.suppress_tokens is not None:
+            tokens = self.suppress_tokens
+            if not isinstance(tokens, list) or len(tokens) > self.tgt_vocab_size or not all(
+                    isinstance(t, int) and not isinstance(t, bool) and 0 <= t < self.tgt_vocab_size for t in tokens):
+                raise ConfigError(f"{where}: 'suppress_tokens' must be a list of token ids in [0, "
+                                  f"{self.tgt_vocab_size}), got {str(tokens)[:60]}")
 
     def _validate_bridge(self, where: str) -> None:
         if self.bridge in PER_LAYER_BRIDGES:
