@@ -10,7 +10,9 @@ One table: per batch size, ms per source for OpenNMT-py, seqjit float32 and seqj
 (``seqjit.quantize``: its ids are compared with float32's token by token, not required equal:
 random weights give near-tied logits), the ratios, and seqjit's decoder step alone (generate minus
 encode, per step) with the bandwidth it implies: the decoder weights one step reads (both LSTM
-layers, the attentional layer, the output projection: 38 MB in float32) over the step time. At
+layers less the embedding's share of the first, which is gathered from a folded table, the
+attentional layer, the output projection: 34 MB in float32) over the step time, and the same
+products done by NumPy/BLAS alone as the floor. At
 batch 1 a step is a chain of matrix-vector products, bound by that read bandwidth (this host: 16-30
 GB/s from one core, ``benchmarks/results/gemm_decode_shapes.md``), so a float32 step cannot be
 much faster than weights / bandwidth whatever the kernels; int8 reads a quarter of the bytes.
@@ -87,14 +89,19 @@ def main() -> None:
         return [r.ids[0] for r in model.generate(chunk, max_length=args.steps, min_length=args.steps)]
 
     int8 = seqjit.quantize(model, "int8")
-    step_bytes = sum(a.nbytes for n, a in model.weights.items()
-                     if n.startswith("decoder.") and not n.startswith(("decoder.embedding", "decoder.attention")))
+    # the matrices a step reads: both LSTM layers, the attentional layer and the output projection,
+    # less the embedding's columns of the first layer's input weight, which the lowering folds into a
+    # table of projected embeddings (one row gathered per step: seqjit.graph.input_fold)
+    Et = model.config.tgt_embed
+    mats = [np.ascontiguousarray(a[:, Et:] if n == "decoder.rnn.weight_ih_l0" else a)
+            for n, a in model.weights.items() if a.ndim == 2 and n.startswith("decoder.")
+            and not n.startswith(("decoder.embedding", "decoder.attention"))]
+    step_bytes = sum(a.nbytes for a in mats) + sum(a.nbytes for n, a in model.weights.items()
+                                                   if n.startswith("decoder.") and a.ndim == 1)
 
     def blas_floor_ms() -> float:
         """The products of one batch-1 step done by NumPy/BLAS alone (x @ W.T over each decoder
-        matrix in turn, no cell or attention): the read-bound floor on this host now, best of 10."""
-        mats = [a for n, a in model.weights.items() if a.ndim == 2 and n.startswith("decoder.")
-                and not n.startswith(("decoder.embedding", "decoder.attention"))]
+        matrix a step reads, no cell or attention): the read-bound floor on this host now, best of 10."""
         xs = [np.ones((1, a.shape[1]), np.float32) for a in mats]
         best = float("inf")
         for _ in range(10):

@@ -25,6 +25,12 @@ VARIANTS = {
     # no initial state from the encoder, additive attention without scale, an unmasked embedding
     "gru-additive-noscale-zeros": dict(cell="GRU", attention="additive_noscale", hidden=True, context_first=False,
                                        initial_state=False, mask=False),
+    # a bidirectional encoder whose final states, concatenated, start a decoder of 2H; plain dot attention
+    "bilstm-dot-concat-states": dict(cell="LSTM", attention="dot", hidden=False, context_first=False,
+                                     bidirectional="concat"),
+    # directions summed (merge_mode "sum"), a decoder of H from zeros, additive attention
+    "bigru-sum-additive": dict(cell="GRU", attention="additive", hidden=True, context_first=True,
+                               bidirectional="sum", initial_state=False),
 }
 
 
@@ -33,20 +39,29 @@ def build(kind: str, seed: int = 3):
     import keras
     from keras import layers
 
-    v = {"dropout": False, "initial_state": True, "mask": True, **VARIANTS[kind]}
+    v = {"dropout": False, "initial_state": True, "mask": True, "bidirectional": None, **VARIANTS[kind]}
     keras.utils.set_random_seed(seed)
     rnn = getattr(layers, v["cell"])
     src = keras.Input((None,), dtype="int32", name="src")
     tgt = keras.Input((None,), dtype="int32", name="tgt")
     x = layers.Embedding(VS, E, mask_zero=v["mask"], name="src_emb")(src)
-    enc_out, *states = rnn(H, return_sequences=True, return_state=True, name="encoder")(x)
+    Hd = H
+    if v["bidirectional"]:
+        encoder = layers.Bidirectional(rnn(H, return_sequences=True, return_state=True), merge_mode=v["bidirectional"],
+                                       name="encoder")
+        enc_out, *states = encoder(x)
+        half = len(states) // 2  # [h_fwd, (c_fwd,) h_bwd, (c_bwd)]
+        states = [layers.Concatenate(name=f"state{k}")([states[k], states[half + k]]) for k in range(half)]
+        Hd = 2 * H if v["initial_state"] else H
+    else:
+        enc_out, *states = rnn(H, return_sequences=True, return_state=True, name="encoder")(x)
     y = layers.Embedding(VT, E, mask_zero=v["mask"], name="tgt_emb")(tgt)
     if v["dropout"]:
         y = layers.Dropout(0.3, name="drop")(y)
-    dec_rnn = rnn(H, return_sequences=True, return_state=True, name="decoder")
+    dec_rnn = rnn(Hd, return_sequences=True, return_state=True, name="decoder")
     dec_out = dec_rnn(y, initial_state=states if v["initial_state"] else None)[0]
-    if v["attention"] == "dot_scaled":
-        att = layers.Attention(use_scale=True, name="attention")
+    if v["attention"] in ("dot", "dot_scaled"):
+        att = layers.Attention(use_scale=v["attention"] == "dot_scaled", name="attention")
     else:
         att = layers.AdditiveAttention(use_scale=v["attention"] == "additive", name="attention")
     ctx = att([dec_out, enc_out])
@@ -68,6 +83,9 @@ def keras_greedy(model, v, source, max_length):
 
     get = model.get_layer
     enc_out, *states = get("encoder")(get("src_emb")(np.array([source])))
+    if v["bidirectional"] and v["initial_state"]:
+        half = len(states) // 2
+        states = [get(f"state{k}")([states[k], states[half + k]]) for k in range(half)]
     if not v["initial_state"]:
         states = None
     token, ids = START, []
@@ -144,7 +162,16 @@ def test_unsupported_layers_and_missing_ids_are_named(tmp_path):
         from_keras(tmp_path / "m.keras")
     src = keras.Input((None,), dtype="int32")
     x = layers.Embedding(VS, E)(src)
-    x = layers.Bidirectional(layers.LSTM(H, return_sequences=True))(x)
-    keras.Model(src, layers.Dense(VT)(x)).save(tmp_path / "bi.keras")
-    with pytest.raises(ModelFormatError, match=r"is a Bidirectional, which seqjit does not import"):
-        from_keras(tmp_path / "bi.keras", decoder_start_id=START, eos_id=EOS)
+    x = layers.LayerNormalization()(layers.LSTM(H, return_sequences=True)(x))
+    keras.Model(src, layers.Dense(VT)(x)).save(tmp_path / "norm.keras")
+    with pytest.raises(ModelFormatError, match=r"is a LayerNormalization, which seqjit does not import"):
+        from_keras(tmp_path / "norm.keras", decoder_start_id=START, eos_id=EOS)
+    # stacked encoder RNNs: the attended encoder does not read an embedding
+    src, tgt = keras.Input((None,), dtype="int32"), keras.Input((None,), dtype="int32")
+    first = layers.LSTM(H, return_sequences=True)(layers.Embedding(VS, E)(src))
+    memory, h, c = layers.LSTM(H, return_sequences=True, return_state=True, name="second")(first)
+    dec = layers.LSTM(H, return_sequences=True)(layers.Embedding(VT, E)(tgt), initial_state=[h, c])
+    out = layers.Dense(VT)(layers.Concatenate()([dec, layers.Attention()([dec, memory])]))
+    keras.Model([src, tgt], out).save(tmp_path / "stacked.keras")
+    with pytest.raises(ModelFormatError, match=r"expected a Embedding layer here, got 'lstm.*' \(LSTM\)"):
+        from_keras(tmp_path / "stacked.keras", decoder_start_id=START, eos_id=EOS)

@@ -5,6 +5,7 @@ any other layer this module does not know is refused by name).
 The model is the Keras tutorials' functional training graph, each layer called once::
 
     src -> Embedding -> LSTM|GRU(return_sequences, return_state)        encoder: memory, states
+                        (or Bidirectional(LSTM|GRU(...)), merge_mode "concat" or "sum")
     tgt -> Embedding -> LSTM|GRU(return_sequences, initial_state=states) decoder: h [B, T, Hd]
     AdditiveAttention()([h, memory]) | Attention()([h, memory])         context [B, T, M]
     Concatenate()([h, context]) (either order)
@@ -26,13 +27,15 @@ The model is the Keras tutorials' functional training graph, each layer called o
   width M + Hd, no activation); the last Dense is ``decoder.out`` (its softmax is the log-softmax
   seqjit's decoding applies, so scores are the model's log-probabilities);
 - the decoder's ``initial_state`` the encoder's final states -> ``bridge="sum"`` (a one-direction
-  encoder's states as they are); none -> ``bridge="zeros"``;
+  encoder's states as they are); of a bidirectional encoder, ``Concatenate()([h_fwd, h_bwd])`` (and
+  the same of c) -> ``bridge="concat"`` (Hd = 2H; the backward layer's weights are the
+  ``_reverse`` ones); none -> ``bridge="zeros"``;
 - ``Embedding(mask_zero=True)``: pad id 0 (seqjit masks padded source positions always; a model
   without masking sees the same attention on unpadded sources).
 
 The start and end token ids are not in a Keras model: ``decoder_start_id`` and ``eos_id`` are
 required keywords (``seqjit convert --from keras --config '{"decoder_start_id": 1, "eos_id": 2}'``).
-Refused, naming the layer and option: bidirectional or stacked RNNs, other activations,
+Refused, naming the layer and option: stacked RNNs, other activations,
 ``reset_after=False``, ``go_backwards``, attention with a separate key or ``score_mode="concat"``,
 shared layers, any other layer class.
 """
@@ -51,8 +54,8 @@ from seqjit.errors import ConfigError, ModelFormatError
 CONFIG_MAX_BYTES = 64 << 20
 WEIGHTS_MAX_BYTES = 8 << 30
 PASSTHROUGH = ("Dropout", "SpatialDropout1D", "GaussianDropout", "AlphaDropout")
-KNOWN = ("InputLayer", "NotEqual", "Embedding", "LSTM", "GRU", "AdditiveAttention", "Attention", "Concatenate",
-         "Dense") + PASSTHROUGH
+KNOWN = ("InputLayer", "NotEqual", "Embedding", "LSTM", "GRU", "Bidirectional", "AdditiveAttention", "Attention",
+         "Concatenate", "Dense") + PASSTHROUGH
 
 
 class _Layer:
@@ -141,7 +144,7 @@ def _keras_v3_weights(f, path) -> dict:
             continue
         name = group["vars"].attrs.get("name")
         arrays = []
-        for sub in ("vars", "cell/vars"):
+        for sub in ("vars", "cell/vars", "forward_layer/cell/vars", "backward_layer/cell/vars"):
             if sub in group:
                 arrays += [_array(group[sub][str(i)], str(path)) for i in range(len(group[sub]))]
         out[name.decode() if isinstance(name, bytes) else name] = arrays
@@ -236,6 +239,47 @@ def _rnn_weights(layer: _Layer, arrays: list, prefix: str, where: str) -> dict:
             f"{prefix}.bias_ih_l0": b_ih[order], f"{prefix}.bias_hh_l0": b_hh[order]}
 
 
+def _inner(wrapper: _Layer, where: str) -> _Layer:
+    """The LSTM/GRU inside a ``Bidirectional`` (one layer config for both directions)."""
+    inner = wrapper.config.get("layer") or {}
+    backward = wrapper.config.get("backward_layer")  # Keras 3 stores it always: the same layer, going backwards
+    if backward is not None:
+        same = ("units", "activation", "recurrent_activation", "use_bias", "reset_after")
+        a, b = inner.get("config") or {}, backward.get("config") or {}
+        if backward.get("class_name") != inner.get("class_name") or any(a.get(k) != b.get(k) for k in same):
+            raise ModelFormatError(f"{where}: Bidirectional {wrapper.name!r} has a backward layer unlike its forward "
+                                   "one; seqjit imports one layer config for both directions")
+    if inner.get("class_name") not in ("LSTM", "GRU"):
+        raise ModelFormatError(f"{where}: Bidirectional {wrapper.name!r} wraps a {inner.get('class_name')}; expected "
+                               "LSTM or GRU")
+    layer = _Layer({"class_name": inner["class_name"], "config": inner.get("config") or {}, "inbound_nodes": []}, where)
+    layer.name = wrapper.name
+    return layer
+
+
+def _bridge(g: _Graph, enc: _Layer, cell: _Layer, dec: _Layer, where: str) -> str:
+    """The bridge of a decoder started from the encoder's states: "sum" (one direction: its [h, c]
+    or [h]) or "concat" (bidirectional: Concatenate([h_fwd, h_bwd]), and the same of c)."""
+    lstm = cell.cls == "LSTM"
+    want = "[h, c]" if lstm else "[h]"
+    refs = [g.resolve(r) for r in dec.initial_state]
+    if enc.cls != "Bidirectional":
+        if refs != [(enc.name, 1), (enc.name, 2)][:2 if lstm else 1]:
+            raise ModelFormatError(f"{where}: decoder {dec.name!r} must start from the encoder's final states {want}")
+        return "sum"
+    # Bidirectional(return_state) outputs: [out, h_fwd, (c_fwd,) h_bwd, (c_bwd)]
+    per = 2 if lstm else 1
+    expected = [[(enc.name, 1 + k), (enc.name, 1 + per + k)] for k in range(per)]
+    found = []
+    for ref in refs:
+        layer = g.layers[ref[0]]
+        found.append([g.resolve(r) for r in layer.args] if layer.cls == "Concatenate" else [ref])
+    if found != expected:
+        raise ModelFormatError(f"{where}: decoder {dec.name!r} must start from the bidirectional encoder's final "
+                               f"states concatenated, forward first: Concatenate()([h_fwd, h_bwd]) for each of {want}")
+    return "concat"
+
+
 def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None = None, **config):
     """An :class:`~seqjit.models.attention_seq2seq.AttentionSeq2SeqModel` from a Keras ``.keras`` /
     ``.h5`` file (see the module docstring); ``config``: more ``attention_seq2seq`` fields (``dtype``,
@@ -273,22 +317,34 @@ def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None 
     if g.resolve(att.args[0])[1] != 0 or dec is not (parts[1] if context_first else parts[0]):
         raise ModelFormatError(f"{where}: attention {att.name!r} must read the decoder RNN's output sequence, the one "
                                "concatenated with its context")
-    enc = g.layer(att.args[1], "LSTM", "GRU")
+    enc = g.layer(att.args[1], "LSTM", "GRU", "Bidirectional")
     if g.resolve(att.args[1])[1] != 0 or enc is dec:
         raise ModelFormatError(f"{where}: attention {att.name!r} must attend over the encoder RNN's output sequence")
-    if enc.cls != dec.cls:
-        raise ModelFormatError(f"{where}: encoder {enc.name!r} is {enc.cls} and decoder {dec.name!r} {dec.cls}; "
+    cell = _inner(enc, where) if enc.cls == "Bidirectional" else enc
+    if cell.cls != dec.cls:
+        raise ModelFormatError(f"{where}: encoder {enc.name!r} is {cell.cls} and decoder {dec.name!r} {dec.cls}; "
                                "seqjit needs one cell kind")
-    for layer in (enc, dec):
+    for layer in (cell, dec):
         _check_rnn(layer, where)
     src_emb, tgt_emb = g.layer(enc.args[0], "Embedding"), g.layer(dec.args[0], "Embedding")
     for layer in (src_emb, tgt_emb):
         g.layer(layer.args[0], "InputLayer")
 
     sd = {"encoder.embedding.weight": weights[src_emb.name][0], "decoder.embedding.weight": weights[tgt_emb.name][0]}
-    sd.update(_rnn_weights(enc, weights[enc.name], "encoder.rnn", where))
+    extra = {}
+    if enc.cls == "Bidirectional":
+        arrays = weights[enc.name]
+        half = len(arrays) // 2
+        forward = _rnn_weights(cell, arrays[:half], "encoder.rnn", where)
+        sd.update(forward)
+        sd.update({k + "_reverse": v for k, v in _rnn_weights(cell, arrays[half:], "encoder.rnn", where).items()})
+        merge = _option(enc, "merge_mode", ("concat", "sum"), where, "concat")
+        extra["encoder_output"] = merge
+    else:
+        sd.update(_rnn_weights(enc, weights[enc.name], "encoder.rnn", where))
     sd.update(_rnn_weights(dec, weights[dec.name], "decoder.rnn", where))
-    Hd, M = sd["decoder.rnn.weight_hh_l0"].shape[1], sd["encoder.rnn.weight_hh_l0"].shape[1]
+    H, Hd = sd["encoder.rnn.weight_hh_l0"].shape[1], sd["decoder.rnn.weight_hh_l0"].shape[1]
+    M = 2 * H if extra.get("encoder_output") == "concat" else H
     dt = sd["decoder.rnn.weight_hh_l0"].dtype
     p = "decoder.attention"
     if att.cls == "AdditiveAttention":
@@ -302,7 +358,7 @@ def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None 
         _option(att, "score_mode", ("dot",), where, "dot")
         if att.config.get("use_scale", False):
             sd[f"{p}.Wa.weight"] = float(np.asarray(weights[att.name][0]).reshape(-1)[0]) * np.eye(Hd, M, dtype=dt)
-    extra = dict(concat_order="context_first" if context_first else "hidden_first")
+    extra["concat_order"] = "context_first" if context_first else "hidden_first"
     if hidden is not None:
         activation = _option(hidden, "activation", ("tanh", "linear"), where, "linear")
         w = weights[hidden.name]
@@ -318,11 +374,7 @@ def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None 
     sd["decoder.out.weight"] = w[0].T
     sd["decoder.out.bias"] = w[1] if len(w) > 1 else np.zeros(w[0].shape[1], dt)
     if dec.initial_state:
-        if [g.resolve(r) for r in dec.initial_state] != [(enc.name, i + 1) for i in range(len(dec.initial_state))] \
-                or len(dec.initial_state) != (2 if enc.cls == "LSTM" else 1):
-            raise ModelFormatError(f"{where}: decoder {dec.name!r} must start from the encoder's final states "
-                                   f"({'[h, c]' if enc.cls == 'LSTM' else '[h]'}), in order")
-        extra["bridge"] = "sum"
+        extra["bridge"] = _bridge(g, enc, cell, dec, where)
     else:
         extra["bridge"] = "zeros"
     if src_emb.config.get("mask_zero") or tgt_emb.config.get("mask_zero"):
