@@ -239,6 +239,17 @@ def _rnn_weights(layer: _Layer, arrays: list, prefix: str, where: str) -> dict:
             f"{prefix}.bias_ih_l0": b_ih[order], f"{prefix}.bias_hh_l0": b_hh[order]}
 
 
+class _LayerWeights(dict):
+    """Layer name -> its weight arrays; a layer without weights in the file is a ModelFormatError."""
+
+    def __init__(self, arrays: dict, where: str):
+        super().__init__(arrays)
+        self.where = where
+
+    def __missing__(self, name):
+        raise ModelFormatError(f"{self.where}: the file holds no weights for layer {name!r}")
+
+
 def _inner(wrapper: _Layer, where: str) -> _Layer:
     """The LSTM/GRU inside a ``Bidirectional`` (one layer config for both directions)."""
     inner = wrapper.config.get("layer") or {}
@@ -290,8 +301,9 @@ def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None 
     if decoder_start_id is None or eos_id is None:
         raise ConfigError(f"{where}: a Keras model does not record its start and end tokens: give decoder_start_id and "
                           "eos_id (e.g. --config '{\"decoder_start_id\": 1, \"eos_id\": 2}')")
-    raw_config, weights = read_keras(path)
+    raw_config, stored = read_keras(path)
     g = _Graph(raw_config, where)
+    weights = _LayerWeights({k: v for k, v in stored.items() if v}, where)
     out = g.layer(g.output, "Dense")
     hidden = None
     before = g.layer(out.args[0], "Dense", "Concatenate")
