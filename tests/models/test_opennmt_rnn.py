@@ -141,13 +141,21 @@ def test_opennmt_model_matches(name, onmt_bans):
 
 @pytest.mark.parametrize("key,value,match", [
     ("bridge", True, r"option bridge=True"), ("context_gate", "both", r"option context_gate='both'"),
-    ("copy_attn", True, r"option copy_attn=True"), ("global_attention_function", "sparsemax", r"sparsemax"),
+    ("global_attention_function", "sparsemax", r"sparsemax"),
     ("encoder_type", "transformer", r"encoder_type='transformer'"), ("dec_layers", 1, r"dec_layers/dec_hid_size"),
 ])
 def test_unsupported_opennmt_options_are_named(key, value, match):
     onmt_model, opt, _ = build("brnn-gru-1-mlp-feed")
     with pytest.raises(ConfigError, match=match):
         from_opennmt(onmt_model.state_dict(), {**opt, key: value})
+
+
+def test_copy_attention_model_is_refused_by_name():
+    from seqjit.errors import ModelFormatError
+
+    onmt_model, opt, _ = build("brnn-gru-1-mlp-feed")
+    with pytest.raises(ModelFormatError, match=r"option copy_attn=True: the model has OpenNMT-py's copy generator"):
+        from_opennmt(onmt_model.state_dict(), {**opt, "copy_attn": True})
 
 
 def test_checkpoint_read_without_running_code(tmp_path):
