@@ -365,7 +365,7 @@ def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None 
         scale = weights[att.name][0] if att.config.get("use_scale", True) else np.ones(Hd, dt)
         eye = np.eye(Hd, dtype=dt)
         sd.update({f"{p}.Wa.weight": eye, f"{p}.Wa.bias": np.zeros(Hd, dt), f"{p}.Ua.weight": eye.copy(),
-                   f"{p}.Ua.bias": np.zeros(Hd, dt), f"{p}.Va.weight": scale.reshape(1, Hd)})
+                   f"{p}.Ua.bias": np.zeros(Hd, dt), f"{p}.Va.weight": np.asarray(scale).reshape(1, -1)})
     else:
         _option(att, "score_mode", ("dot",), where, "dot")
         if att.config.get("use_scale", False):

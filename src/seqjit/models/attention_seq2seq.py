@@ -66,10 +66,10 @@ feeding the attentional layer (OpenNMT-py ``global_attention: mlp``, JoeyNMT ``b
 
 Encoder graph outputs: ``memory`` [B, S, M], ``keys`` [B, S, A] (bahdanau: ``Ua m + Ua.bias +
 Wa.bias``, once per source; concat: W's memory columns times m) or [B, S, Qd] (general: ``Wa m +
-ba``), and the initial states
-(``rnn_common.init_sources``). Luong (dot/general) models without input feeding, with no zero
-initial state and a query from the top layer run teacher forcing in one full-sequence graph (``decoder_full``); the others depend on the
-previous step, so their :meth:`logits` steps.
+ba``), and the initial states (``rnn_common.init_sources``). Luong (dot/general) models without
+input feeding, with no zero initial state and a query from the top layer run teacher forcing in
+one full-sequence graph (``decoder_full``); the others depend on the previous step, so their
+:meth:`logits` steps.
 """
 from __future__ import annotations
 
