@@ -175,3 +175,39 @@ def test_unsupported_layers_and_missing_ids_are_named(tmp_path):
     keras.Model([src, tgt], out).save(tmp_path / "stacked.keras")
     with pytest.raises(ModelFormatError, match=r"expected a Embedding layer here, got 'lstm.*' \(LSTM\)"):
         from_keras(tmp_path / "stacked.keras", decoder_start_id=START, eos_id=EOS)
+
+
+def test_broken_files_are_model_format_errors(tmp_path):
+    """Not a zip, a config whose tensors name no layer, a Dropout cycle, weights missing: each a
+    ModelFormatError naming the file (nothing else escapes)."""
+    import json
+    import zipfile
+
+    from seqjit.convert import from_keras
+    from seqjit.errors import ModelFormatError
+
+    ids = dict(decoder_start_id=START, eos_id=EOS)
+    (tmp_path / "junk.keras").write_bytes(b"not a zip")
+    with pytest.raises(ModelFormatError, match="junk.keras: not a readable Keras model"):
+        from_keras(tmp_path / "junk.keras", **ids)
+    model, _ = build("gru-dot-scaled-tanh")
+    model.save(tmp_path / "m.keras")
+    with zipfile.ZipFile(tmp_path / "m.keras") as z:
+        files = {n: z.read(n) for n in z.namelist()}
+    config = json.loads(files["config.json"])
+
+    def write(name, cfg, drop=()):
+        with zipfile.ZipFile(tmp_path / name, "w") as z:
+            for n, raw in files.items():
+                if n not in drop:
+                    z.writestr(n, json.dumps(cfg) if n == "config.json" else raw)
+        return tmp_path / name
+
+    renamed = json.loads(json.dumps(config).replace('"keras_history": ["tgt_emb"', '"keras_history": ["nowhere"'))
+    with pytest.raises(ModelFormatError, match="not a Keras 3 functional model's"):
+        from_keras(write("renamed.keras", renamed), **ids)
+    cyclic = json.loads(json.dumps(config).replace('"keras_history": ["tgt_emb"', '"keras_history": ["drop"'))
+    with pytest.raises(ModelFormatError, match="form a cycle"):
+        from_keras(write("cyclic.keras", cyclic), **ids)
+    with pytest.raises(ModelFormatError, match="has no model.weights.h5"):
+        from_keras(write("noweights.keras", config, drop=("model.weights.h5",)), **ids)

@@ -95,7 +95,8 @@ def _refs(obj) -> list:
 
 # -- reading the file ---------------------------------------------------------------------------------
 def read_keras(path) -> tuple:
-    """(config dict of the functional model, layer name -> its weight arrays in Keras' order)."""
+    """(config dict of the functional model, layer name -> its weight arrays in Keras' order); a file
+    that is not a readable Keras model is a ModelFormatError naming it."""
     try:
         import h5py
     except ImportError:
@@ -104,6 +105,18 @@ def read_keras(path) -> tuple:
     path = Path(path)
     if not path.is_file():
         raise ModelFormatError(f"{path}: no such file (expected a .keras or .h5 Keras model)")
+    try:
+        return _read(path, h5py)
+    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, RecursionError, KeyError, TypeError,
+            AttributeError) as exc:
+        raise ModelFormatError(f"{path}: not a readable Keras model ({type(exc).__name__}: {str(exc)[:200]})") from None
+    except ValueError as exc:
+        if isinstance(exc, ModelFormatError):
+            raise
+        raise ModelFormatError(f"{path}: not a readable Keras model ({type(exc).__name__}: {str(exc)[:200]})") from None
+
+
+def _read(path: Path, h5py) -> tuple:
     if path.suffix == ".keras":
         with zipfile.ZipFile(path) as archive:
             config = json.loads(_member(archive, "config.json", CONFIG_MAX_BYTES, path))
@@ -184,9 +197,11 @@ class _Graph:
 
     def resolve(self, ref) -> tuple:
         """``ref`` with Dropout layers skipped."""
-        while self.layers[ref[0]].cls in PASSTHROUGH:
+        for _ in range(len(self.layers) + 1):
+            if self.layers[ref[0]].cls not in PASSTHROUGH:
+                return ref
             ref = self.layers[ref[0]].args[0]
-        return ref
+        raise ModelFormatError(f"{self.where}: the Dropout layers before {ref[0]!r} form a cycle")
 
     def layer(self, ref, *classes) -> _Layer:
         layer = self.layers[self.resolve(ref)[0]]
@@ -302,8 +317,18 @@ def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None 
         raise ConfigError(f"{where}: a Keras model does not record its start and end tokens: give decoder_start_id and "
                           "eos_id (e.g. --config '{\"decoder_start_id\": 1, \"eos_id\": 2}')")
     raw_config, stored = read_keras(path)
-    g = _Graph(raw_config, where)
-    weights = _LayerWeights({k: v for k, v in stored.items() if v}, where)
+    try:
+        sd, extra = _convert(_Graph(raw_config, where), _LayerWeights({k: v for k, v in stored.items() if v}, where),
+                             where)
+    except (KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        raise ModelFormatError(f"{where}: the model's config is not a Keras 3 functional model's "
+                               f"({type(exc).__name__}: {str(exc)[:200]})") from None
+    return from_torch(sd, arch="attention_seq2seq", attention_query="current", decoder_start_id=decoder_start_id,
+                      eos_id=eos_id, **{**extra, **config})
+
+
+def _convert(g: _Graph, weights: _LayerWeights, where: str) -> tuple:
+    """(seqjit state dict, config keywords) of the model graph ``g`` (module docstring)."""
     out = g.layer(g.output, "Dense")
     hidden = None
     before = g.layer(out.args[0], "Dense", "Concatenate")
@@ -391,9 +416,6 @@ def from_keras(path, *, decoder_start_id: int | None = None, eos_id: int | None 
         extra["bridge"] = "zeros"
     if src_emb.config.get("mask_zero") or tgt_emb.config.get("mask_zero"):
         extra["pad_id"] = 0
-    sd = {k: np.ascontiguousarray(v) for k, v in sd.items()}
-    return from_torch(sd, arch="attention_seq2seq", attention_query="current", decoder_start_id=decoder_start_id,
-                      eos_id=eos_id, **{**extra, **config})
-
+    return {k: np.ascontiguousarray(v) for k, v in sd.items()}, extra
 
 __all__ = ["from_keras", "read_keras"]
