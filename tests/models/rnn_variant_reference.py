@@ -33,7 +33,7 @@ class VariantSeq2Seq(nn.Module):
     def __init__(self, vs, vt, *, cell="gru", emb=5, hidden=6, layers=1, bidirectional=True, dec_layers=None,
                  dec_hidden=None, bridge="mean", bridge_tanh=True, bridge_cell="hidden", score="bahdanau",
                  attn_dim=None, feeding=False, att_dim=None, att_tanh=True, hidden_first=False, concat_bias=True,
-                 output="linear", out_hidden=None, out_act="tanh", query="current", query_layers="top",
+                 output="linear", out_hidden=None, out_act="tanh", slope=0.01, query="current", query_layers="top",
                  deep=False):
         super().__init__()
         D = 2 if bidirectional else 1
@@ -42,7 +42,7 @@ class VariantSeq2Seq(nn.Module):
         self.dec_layers, self.bridge_kind = dec_layers or layers, bridge
         self.bridge_tanh, self.bridge_cell = bridge_tanh, bridge_cell
         self.score, self.feeding, self.att_tanh, self.hidden_first = score, feeding, att_tanh, hidden_first
-        self.output, self.out_act = output, out_act
+        self.output, self.out_act, self.slope = output, out_act, slope
         self.query, self.query_layers, self.deep = query, query_layers, deep
         Qd = Hd * (self.dec_layers if query_layers == "concat" else 1)
         Ao = att_dim or Hd
@@ -118,7 +118,11 @@ class VariantSeq2Seq(nn.Module):
     def readout(self, x):
         d = self.decoder
         if self.output == "mlp":
-            x = getattr(F, self.out_act)(d.out_hidden(x)) if self.out_act != "tanh" else torch.tanh(d.out_hidden(x))
+            y = d.out_hidden(x)
+            if self.out_act == "leaky_relu":
+                x = F.leaky_relu(y, self.slope)
+            else:
+                x = getattr(F, self.out_act)(y) if self.out_act != "tanh" else torch.tanh(y)
         elif self.output == "maxout":
             y = d.maxout(x)
             x = y.view(*y.shape[:-1], -1, 2).max(dim=-1).values

@@ -53,6 +53,8 @@ VARIANTS = {
     "general-narrow-no-feeding": dict(bridge="top_linear", score="general", att_dim=4),
     # output layers
     "mlp-relu": dict(bridge="mean", score="general", feeding=True, output="mlp", out_hidden=8, out_act="relu"),
+    "mlp-leaky-relu": dict(bridge="mean", score="bahdanau", query="previous", deep=True, output="mlp", out_hidden=8,
+                           out_act="leaky_relu", slope=0.3),
     "mlp-tanh-onepass": dict(cell="lstm", bridge="top_linear", score="dot", dec_hidden=12, output="mlp",
                              out_hidden=7),
     "maxout": dict(bridge="mean", score="bahdanau", feeding=True, output="maxout", out_hidden=6),
@@ -86,6 +88,8 @@ def keywords(kw: dict) -> dict:
         out["attentional_activation"] = None
     if kw.get("output") == "mlp":
         out["output_activation"] = kw.get("out_act", "tanh")
+        if "slope" in kw:
+            out["output_negative_slope"] = kw["slope"]
     if kw.get("deep"):
         out["deep_output"] = True
     if kw.get("query_layers", "top") != "top":
@@ -234,7 +238,9 @@ BASE = dict(src_vocab_size=VS, tgt_vocab_size=VT, hidden_size=6)
     (dict(attention="dot", attention_query="previous"), r"attention_query 'previous'.*bahdanau.*only"),
     (dict(input_feeding=True), r"input_feeding applies to attention_query 'current'"),
     (dict(output_layer="mlp"), r"output_layer 'mlp' needs output_hidden_dim"),
-    (dict(output_layer="mlp", output_hidden_dim=4, output_activation="leaky_relu"), r"'output_activation' must be one of"),
+    (dict(output_layer="mlp", output_hidden_dim=4, output_activation="swish"), r"'output_activation' must be one of"),
+    (dict(output_layer="mlp", output_hidden_dim=4, output_activation="leaky_relu", output_negative_slope=1.5),
+     r"'output_negative_slope' must be in \[0, 1\)"),
     (dict(output_layer="maxout", output_hidden_dim=4, quantization="int8"), r"output_layer 'maxout' has no quantized form"),
     (dict(output_hidden_dim=4), r"output_hidden_dim applies to output_layer 'mlp' or 'maxout'"),
     (dict(attention="dot", decoder_layers=2, bridge="mean", attention_query_layers="concat"),
@@ -251,7 +257,7 @@ def test_config_errors_name_the_option(changes, match):
 
 
 @pytest.mark.parametrize("name", ["mean-gru-bi-wide", "top_linear-lstm-2-to-1", "feeding-dot-narrow", "mlp-relu",
-                                  "mlp-tanh-onepass", "concat-feeding", "previous-deep-lstm-2-sum",
+                                  "mlp-tanh-onepass", "concat-feeding", "previous-deep-lstm-2-sum", "mlp-leaky-relu",
                                   "general-2-concat-deep"])
 def test_int8_variant(name):
     """int8 (``seqjit.quantize``) of a variant: close to float32 (the criteria of

@@ -43,7 +43,8 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     decoder.rnn.bias_ih_l{k}, bias_hh_l{k}           [G*Hd]
     decoder.out.weight [Vt, Ho], decoder.out.bias [Vt]   (Ho: what the architecture projects;
                                                          output_layer="linear")
-  output_layer="mlp" (out(act(out_hidden(x))), act: ``output_activation``), Ho -> K -> Vt:
+  output_layer="mlp" (out(act(out_hidden(x))), act: ``output_activation``; "leaky_relu" with
+  ``output_negative_slope`` a in [0, 1)), Ho -> K -> Vt:
     decoder.out_hidden.weight [K, Ho], .bias [K];  decoder.out.weight [Vt, K], .bias [Vt]
   output_layer="maxout" (Goodfellow et al.; Bahdanau et al.'s readout, pool 2), Ho -> 2K -> K -> Vt:
     decoder.maxout.weight [2K, Ho], .bias [2K] (unit k = max of rows 2k and 2k+1);
@@ -99,7 +100,8 @@ class RNNConfig(ModelConfig):
     decoder_hidden_size: int | None = None  # Hd; None: 2H for bridge "concat" of a bidirectional encoder, else H
     output_layer: str = choice("linear", ("linear", "mlp", "maxout"))
     output_hidden_dim: int | None = None  # K of the "mlp" / "maxout" output layer
-    output_activation: str = choice("tanh", ("tanh", "relu", "gelu"))  # "mlp" only
+    output_activation: str = choice("tanh", ("tanh", "relu", "gelu", "leaky_relu"))  # "mlp" only
+    output_negative_slope: float = 0.01  # "leaky_relu": max(x, 0) + slope * min(x, 0)
     decoder_input_activation: str | None = choice(None, (None, "relu"))  # the tutorial's DecoderRNN: "relu"
     output_log_softmax: bool = False  # logits are log-probabilities (the tutorial's decoders)
     pad_id: int = 0
@@ -210,6 +212,8 @@ class RNNConfig(ModelConfig):
             return
         if self.output_hidden_dim is None:
             raise ConfigError(f"{where}: output_layer {self.output_layer!r} needs output_hidden_dim (its K units)")
+        if not 0.0 <= self.output_negative_slope < 1.0:
+            raise ConfigError(f"{where}: 'output_negative_slope' must be in [0, 1), got {self.output_negative_slope}")
         if self.output_layer == "maxout" and self.quantization != "none":
             raise ConfigError(f"{where}: output_layer 'maxout' has no quantized form (quantization "
                               f"{self.quantization!r}); quantize a model with output_layer 'linear' or 'mlp'")
