@@ -6,12 +6,24 @@ banned until then, no token banned otherwise, as OpenNMT-py does) and must give 
 
     python benchmarks/decoding/opennmt_rnn.py [--threads 1] [--steps 30] [--sources 32]
 
+One table: per batch size, ms per source for OpenNMT-py, seqjit float32 and seqjit int8
+(``seqjit.quantize``: its ids are compared with float32's token by token, not required equal:
+random weights give near-tied logits), the ratios, and seqjit's decoder step alone (generate minus
+encode, per step) with the bandwidth it implies: the decoder weights one step reads (both LSTM
+layers less the embedding's share of the first, which is gathered from a folded table, the
+attentional layer, the output projection: 34 MB in float32) over the step time, and the same
+products done by NumPy/BLAS alone as the floor. At
+batch 1 a step is a chain of matrix-vector products, bound by that read bandwidth (this host: 16-30
+GB/s from one core, ``benchmarks/results/gemm_decode_shapes.md``), so a float32 step cannot be
+much faster than weights / bandwidth whatever the kernels; int8 reads a quarter of the bytes.
+
 Needs OpenNMT-py 3.x (``pip install OpenNMT-py torch==<the installed version>``).
 """
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import time
 import warnings
 
@@ -76,21 +88,68 @@ def main() -> None:
     def ours(chunk):
         return [r.ids[0] for r in model.generate(chunk, max_length=args.steps, min_length=args.steps)]
 
+    int8 = seqjit.quantize(model, "int8")
+    # the matrices a step reads: both LSTM layers, the attentional layer and the output projection,
+    # less the embedding's columns of the first layer's input weight, which the lowering folds into a
+    # table of projected embeddings (one row gathered per step: seqjit.graph.input_fold)
+    Et = model.config.tgt_embed
+    mats = [np.ascontiguousarray(a[:, Et:] if n == "decoder.rnn.weight_ih_l0" else a)
+            for n, a in model.weights.items() if a.ndim == 2 and n.startswith("decoder.")
+            and not n.startswith(("decoder.embedding", "decoder.attention"))]
+    step_bytes = sum(a.nbytes for a in mats) + sum(a.nbytes for n, a in model.weights.items()
+                                                   if n.startswith("decoder.") and a.ndim == 1)
+
+    def blas_floor_ms() -> float:
+        """The products of one batch-1 step done by NumPy/BLAS alone (x @ W.T over each decoder
+        matrix a step reads, no cell or attention): the read-bound floor on this host now, best of 10."""
+        xs = [np.ones((1, a.shape[1]), np.float32) for a in mats]
+        best = float("inf")
+        for _ in range(10):
+            start = time.perf_counter()
+            for a, x in zip(mats, xs):
+                x @ a.T
+            best = min(best, time.perf_counter() - start)
+        return 1000 * best
+
+    def ours_int8(chunk):
+        return [r.ids[0] for r in int8.generate(chunk, max_length=args.steps, min_length=args.steps)]
+
+    def step_ms(chunk) -> float:
+        """seqjit's float32 decoder step (ms): (generate - encode) / steps, best of 3."""
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            model.generate(chunk, max_length=args.steps, min_length=args.steps)
+            middle = time.perf_counter()
+            model.encode(chunk)
+            end = time.perf_counter()
+            best = min(best, (middle - start) - (end - middle))
+        return 1000 * best / args.steps
+
     print(f"OpenNMT-py default RNN (brnn LSTM 2x500, input feeding, general attention), {args.sources} sources of "
-          f"{args.length} tokens, {args.steps} steps, {args.threads} thread(s)")
+          f"{args.length} tokens, {args.steps} steps, {args.threads} thread(s), load {os.getloadavg()[0]:.2f}")
+    print("| batch | OpenNMT-py ms/src | seqjit ms/src | x | same ids | seqjit int8 ms/src | x | int8 tokens = f32 "
+          "| seqjit step ms | weights GB/s | GFLOP/s |")
+    print("|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|")
     for batch in (1, 32):
         chunks = [sources[i:i + batch] for i in range(0, len(sources), batch)]
-        onmt(chunks[0]), ours(chunks[0])  # warm up
+        onmt(chunks[0]), ours(chunks[0]), ours_int8(chunks[0])  # warm up
         times, results = {}, {}
-        for name, fn in (("OpenNMT-py", onmt), ("seqjit", ours)):
+        for name, fn in (("OpenNMT-py", onmt), ("seqjit", ours), ("int8", ours_int8)):
             start = time.perf_counter()
             results[name] = [ids for chunk in chunks for ids in fn(chunk)]
             times[name] = time.perf_counter() - start
         same = results["OpenNMT-py"] == results["seqjit"]
-        print(f"batch {batch:2d}: OpenNMT-py {1000 * times['OpenNMT-py'] / len(sources):7.1f} ms/source, seqjit "
-              f"{1000 * times['seqjit'] / len(sources):7.1f} ms/source: x{times['OpenNMT-py'] / times['seqjit']:.1f}"
-              f" (same ids: {same})")
-
+        pairs = [(a, b) for x, y in zip(results["seqjit"], results["int8"]) for a, b in zip(x, y)]
+        agree = sum(a == b for a, b in pairs) / len(pairs)
+        step = step_ms(chunks[0])
+        ms = {k: 1000 * t / len(sources) for k, t in times.items()}
+        print(f"| {batch} | {ms['OpenNMT-py']:.1f} | {ms['seqjit']:.1f} | {ms['OpenNMT-py'] / ms['seqjit']:.2f} | {same} "
+              f"| {ms['int8']:.1f} | {ms['OpenNMT-py'] / ms['int8']:.2f} | {100 * agree:.0f}% | {step:.3f} "
+              f"| {step_bytes / step / 1e6:.1f} | {2 * batch * step_bytes / 4 / step / 1e6:.0f} |")
+    floor = blas_floor_ms()
+    print(f"decoder weights read per step: {step_bytes / 1e6:.1f} MB (float32); NumPy/BLAS GEMVs over them (batch 1): "
+          f"{floor:.3f} ms = {step_bytes / floor / 1e6:.1f} GB/s; load after: {os.getloadavg()[0]:.2f}")
 
 if __name__ == "__main__":
     main()

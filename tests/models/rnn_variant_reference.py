@@ -11,7 +11,14 @@ masking rules against it:
 - attention after the step on the new top state (JoeyNMT, OpenNMT-py): ``bahdanau`` (additive),
   ``dot``, ``general``; the attentional layer ``act(W_c [context; h])`` (OpenNMT-py's order) or
   ``[h; context]`` (JoeyNMT's), of width ``att_dim``, tanh or none; Luong input feeding;
-- output: linear, MLP (Linear, activation, Linear), maxout (pairs of units).
+- attention before the step on the previous state, its context fed into the RNN input with the
+  embedding (Bahdanau et al. 2015, Nematus): ``query="previous"``;
+- Luong et al.'s ``concat`` score ``v . tanh(W [q; m])``; the query from the top layer, or the sum or
+  concatenation of every decoder layer's state (``query_layers``);
+- output: linear, MLP (Linear, activation, Linear), maxout (pairs of units), read from the top
+  state / attentional vector alone or, ``deep=True``, from [that; context; embedding of the previous
+  token] (Bahdanau et al. 2015 appendix A's deep output, on the new state as in the main text and
+  Nematus).
 """
 import torch
 
@@ -26,7 +33,8 @@ class VariantSeq2Seq(nn.Module):
     def __init__(self, vs, vt, *, cell="gru", emb=5, hidden=6, layers=1, bidirectional=True, dec_layers=None,
                  dec_hidden=None, bridge="mean", bridge_tanh=True, bridge_cell="hidden", score="bahdanau",
                  attn_dim=None, feeding=False, att_dim=None, att_tanh=True, hidden_first=False, concat_bias=True,
-                 output="linear", out_hidden=None, out_act="tanh"):
+                 output="linear", out_hidden=None, out_act="tanh", slope=0.01, query="current", query_layers="top",
+                 deep=False):
         super().__init__()
         D = 2 if bidirectional else 1
         M, Hd = D * hidden, dec_hidden or hidden
@@ -34,7 +42,9 @@ class VariantSeq2Seq(nn.Module):
         self.dec_layers, self.bridge_kind = dec_layers or layers, bridge
         self.bridge_tanh, self.bridge_cell = bridge_tanh, bridge_cell
         self.score, self.feeding, self.att_tanh, self.hidden_first = score, feeding, att_tanh, hidden_first
-        self.output, self.out_act = output, out_act
+        self.output, self.out_act, self.slope = output, out_act, slope
+        self.query, self.query_layers, self.deep = query, query_layers, deep
+        Qd = Hd * (self.dec_layers if query_layers == "concat" else 1)
         Ao = att_dim or Hd
         self.Ao = Ao
         self.encoder = nn.Module()
@@ -45,19 +55,25 @@ class VariantSeq2Seq(nn.Module):
         self.decoder = nn.Module()
         d = self.decoder
         d.embedding = nn.Embedding(vt, emb + 1)
-        d.rnn = _rnn(cell, emb + 1 + (Ao if feeding else 0), Hd, self.dec_layers)
+        rnn_in = emb + 1 + (M if query == "previous" else (Ao if feeding else 0))
+        d.rnn = _rnn(cell, rnn_in, Hd, self.dec_layers)
         d.attention = nn.Module()
+        A = attn_dim or Hd
         if score == "bahdanau":
-            A = attn_dim or Hd
-            d.attention.Wa, d.attention.Ua, d.attention.Va = nn.Linear(Hd, A), nn.Linear(M, A), nn.Linear(A, 1)
+            d.attention.Wa, d.attention.Ua, d.attention.Va = nn.Linear(Qd, A), nn.Linear(M, A), nn.Linear(A, 1)
+        elif score == "concat":
+            d.attention.W, d.attention.v = nn.Linear(Qd + M, A, bias=False), nn.Linear(A, 1, bias=False)
         elif score == "general":
-            d.attention.Wa = nn.Linear(M, Hd, bias=False)
-        d.concat = nn.Linear(M + Hd, Ao, bias=concat_bias)
-        width = Ao
+            d.attention.Wa = nn.Linear(M, Qd, bias=False)
+        width = Hd
+        if query == "current":
+            d.concat, width = nn.Linear(M + Hd, Ao, bias=concat_bias), Ao
+        if deep:
+            width += M + emb + 1
         if output == "mlp":
-            d.out_hidden, width = nn.Linear(Ao, out_hidden), out_hidden
+            d.out_hidden, width = nn.Linear(width, out_hidden), out_hidden
         elif output == "maxout":
-            d.maxout, width = nn.Linear(Ao, 2 * out_hidden), out_hidden
+            d.maxout, width = nn.Linear(width, 2 * out_hidden), out_hidden
         d.out = nn.Linear(width, vt)
 
     def initial_state(self, memory, h_n):
@@ -76,11 +92,23 @@ class VariantSeq2Seq(nn.Module):
         c0 = h0 if self.bridge_cell == "hidden" and kind != "zeros" else torch.zeros_like(h0)
         return h0 if self.cell == "gru" else (h0, c0)
 
+    def query_of(self, state):
+        """The decoder state ([Ld, 1, Hd] or an LSTM's (h, c)) -> the attention query [1, 1, Qd]."""
+        h = state if self.cell == "gru" else state[0]
+        if self.query_layers == "sum":
+            return h.sum(dim=0, keepdim=True)
+        if self.query_layers == "concat":
+            return torch.cat(list(h), dim=-1).unsqueeze(0)
+        return h[-1:]
+
     def attend(self, q, memory):
-        """q [1, 1, Hd], memory [1, n, M] -> context [1, 1, M], weights [1, 1, n]."""
+        """q [1, 1, Qd], memory [1, n, M] -> context [1, 1, M], weights [1, 1, n]."""
         a = self.decoder.attention
         if self.score == "bahdanau":
             scores = a.Va(torch.tanh(a.Wa(q) + a.Ua(memory))).transpose(1, 2)
+        elif self.score == "concat":
+            pairs = torch.cat([q.expand(-1, memory.shape[1], -1), memory], dim=-1)  # [q; m_j] per position
+            scores = a.v(torch.tanh(a.W(pairs))).transpose(1, 2)
         else:
             keys = memory if self.score == "dot" else a.Wa(memory)
             scores = q @ keys.transpose(1, 2)
@@ -90,7 +118,11 @@ class VariantSeq2Seq(nn.Module):
     def readout(self, x):
         d = self.decoder
         if self.output == "mlp":
-            x = getattr(F, self.out_act)(d.out_hidden(x)) if self.out_act != "tanh" else torch.tanh(d.out_hidden(x))
+            y = d.out_hidden(x)
+            if self.out_act == "leaky_relu":
+                x = F.leaky_relu(y, self.slope)
+            else:
+                x = getattr(F, self.out_act)(y) if self.out_act != "tanh" else torch.tanh(y)
         elif self.output == "maxout":
             y = d.maxout(x)
             x = y.view(*y.shape[:-1], -1, 2).max(dim=-1).values
@@ -105,15 +137,21 @@ class VariantSeq2Seq(nn.Module):
     def step(self, token, memory, state, feed):
         """token [1, 1] -> (logits [V], weights [n], state, feed)."""
         d = self.decoder
-        x = d.embedding(token)
-        if self.feeding:
-            x = torch.cat([x, feed], dim=-1)
-        h, state = d.rnn(x, state)
-        context, weights = self.attend(h, memory)
-        parts = [h, context] if self.hidden_first else [context, h]
-        att = d.concat(torch.cat(parts, dim=-1))
-        att = torch.tanh(att) if self.att_tanh else att
-        return self.readout(att)[0, 0], weights[0, 0], state, att
+        e = d.embedding(token)
+        if self.query == "previous":  # Bahdanau: attend with the previous state, the context into the RNN
+            context, weights = self.attend(self.query_of(state), memory)
+            h, state = d.rnn(torch.cat([e, context], dim=-1), state)
+            out = h
+        else:
+            x = torch.cat([e, feed], dim=-1) if self.feeding else e
+            h, state = d.rnn(x, state)
+            context, weights = self.attend(self.query_of(state), memory)
+            parts = [h, context] if self.hidden_first else [context, h]
+            out = feed = d.concat(torch.cat(parts, dim=-1))
+            out = feed = torch.tanh(out) if self.att_tanh else out
+        if self.deep:
+            out = torch.cat([out, context, e], dim=-1)
+        return self.readout(out)[0, 0], weights[0, 0], state, feed
 
     @torch.no_grad()
     def teacher_forced(self, src, tgt_in):

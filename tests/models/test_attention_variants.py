@@ -53,9 +53,24 @@ VARIANTS = {
     "general-narrow-no-feeding": dict(bridge="top_linear", score="general", att_dim=4),
     # output layers
     "mlp-relu": dict(bridge="mean", score="general", feeding=True, output="mlp", out_hidden=8, out_act="relu"),
+    "mlp-leaky-relu": dict(bridge="mean", score="bahdanau", query="previous", deep=True, output="mlp", out_hidden=8,
+                           out_act="leaky_relu", slope=0.3),
     "mlp-tanh-onepass": dict(cell="lstm", bridge="top_linear", score="dot", dec_hidden=12, output="mlp",
                              out_hidden=7),
     "maxout": dict(bridge="mean", score="bahdanau", feeding=True, output="maxout", out_hidden=6),
+    # Bahdanau et al. 2015 / Nematus: attention on the previous state, deep output (maxout or tanh MLP)
+    "previous-deep-maxout": dict(bridge="mean", score="bahdanau", query="previous", deep=True, output="maxout",
+                                 out_hidden=6, attn_dim=5),
+    "previous-deep-lstm-2-sum": dict(cell="lstm", bridge="top_linear", score="bahdanau", query="previous", deep=True,
+                                     output="mlp", out_hidden=7, dec_layers=2, query_layers="sum"),
+    # Luong et al. 2015 concat score, the query from every decoder layer
+    "concat-feeding": dict(bridge="mean", score="concat", feeding=True, attn_dim=4),
+    "concat-previous-2-concat": dict(bridge="mean", score="concat", query="previous", dec_layers=2,
+                                     query_layers="concat"),
+    "general-2-concat-deep": dict(cell="lstm", bridge="top_linear", score="general", dec_layers=2,
+                                  query_layers="concat", deep=True),
+    "bahdanau-feeding-2-sum": dict(bridge="mean", score="bahdanau", feeding=True, dec_layers=2, query_layers="sum"),
+    "general-deep-onepass": dict(bridge="top_linear", score="general", deep=True, output="mlp", out_hidden=7),
 }
 
 
@@ -73,6 +88,12 @@ def keywords(kw: dict) -> dict:
         out["attentional_activation"] = None
     if kw.get("output") == "mlp":
         out["output_activation"] = kw.get("out_act", "tanh")
+        if "slope" in kw:
+            out["output_negative_slope"] = kw["slope"]
+    if kw.get("deep"):
+        out["deep_output"] = True
+    if kw.get("query_layers", "top") != "top":
+        out["attention_query_layers"] = kw["query_layers"]
     return out
 
 
@@ -153,12 +174,15 @@ def test_variant_matches_pytorch(name, replay):
 
 def test_one_pass_teacher_forcing_where_no_step_depends_on_the_last():
     assert build("mlp-tanh-onepass")[1].has_full_decoder()
-    for name in ("feeding-dot-narrow", "zeros-gru", "mean-gru-bi-wide", "mean-lstm-uni-notanh-cellzeros"):
+    assert build("general-deep-onepass")[1].has_full_decoder()
+    for name in ("feeding-dot-narrow", "zeros-gru", "mean-gru-bi-wide", "mean-lstm-uni-notanh-cellzeros",
+                 "general-2-concat-deep", "concat-feeding"):
         assert not build(name)[1].has_full_decoder(), name
 
 
 def test_save_load_round_trip(tmp_path):
     _, model = build("maxout")
+    model = type(model)(model.config.replace(suppress_tokens=[3], suppress_pad=False), model.weights)
     src, lengths, tgt = batch()
     model.save(tmp_path / "m")
     loaded = seqjit.load(tmp_path / "m")
@@ -214,9 +238,16 @@ BASE = dict(src_vocab_size=VS, tgt_vocab_size=VT, hidden_size=6)
     (dict(attention="dot", attention_query="previous"), r"attention_query 'previous'.*bahdanau.*only"),
     (dict(input_feeding=True), r"input_feeding applies to attention_query 'current'"),
     (dict(output_layer="mlp"), r"output_layer 'mlp' needs output_hidden_dim"),
-    (dict(output_layer="mlp", output_hidden_dim=4, output_activation="leaky_relu"), r"'output_activation' must be one of"),
+    (dict(output_layer="mlp", output_hidden_dim=4, output_activation="swish"), r"'output_activation' must be one of"),
+    (dict(output_layer="mlp", output_hidden_dim=4, output_activation="leaky_relu", output_negative_slope=1.5),
+     r"'output_negative_slope' must be in \[0, 1\)"),
     (dict(output_layer="maxout", output_hidden_dim=4, quantization="int8"), r"output_layer 'maxout' has no quantized form"),
     (dict(output_hidden_dim=4), r"output_hidden_dim applies to output_layer 'mlp' or 'maxout'"),
+    (dict(attention="dot", decoder_layers=2, bridge="mean", attention_query_layers="concat"),
+     r"dot attention needs the memory size \(6\) to equal the query size \(12"),
+    (dict(suppress_tokens=[3, 13]), r"'suppress_tokens' must be a list of token ids in \[0, 13\)"),
+    (dict(suppress_tokens=2), r"'suppress_tokens' must be a list of token ids"),
+    (dict(attention_query_layers="mean"), r"'attention_query_layers' must be one of \['top', 'sum', 'concat'\]"),
 ])
 def test_config_errors_name_the_option(changes, match):
     from seqjit.models.attention_seq2seq import AttentionSeq2SeqConfig
@@ -226,7 +257,8 @@ def test_config_errors_name_the_option(changes, match):
 
 
 @pytest.mark.parametrize("name", ["mean-gru-bi-wide", "top_linear-lstm-2-to-1", "feeding-dot-narrow", "mlp-relu",
-                                  "mlp-tanh-onepass"])
+                                  "mlp-tanh-onepass", "concat-feeding", "previous-deep-lstm-2-sum", "mlp-leaky-relu",
+                                  "general-2-concat-deep"])
 def test_int8_variant(name):
     """int8 (``seqjit.quantize``) of a variant: close to float32 (the criteria of
     ``test_quantized_rnn``), the native replay equal to the Python one, beam search included."""

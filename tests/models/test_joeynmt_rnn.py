@@ -97,16 +97,25 @@ def cut(row) -> list:
     return row[:row.index(EOS)] if EOS in row else row
 
 
+def recorded_bans(model) -> tuple:
+    """The bans the converted config records (``suppress_tokens``, ``suppress_pad``), which seqjit's
+    decoding options are to read (issue 23 item 3): set in place of seqjit's fixed pad ban, they
+    must give the toolkit's own searches."""
+    c = model.config
+    return tuple(c.suppress_tokens or ()) + ((c.pad_id,) if c.suppress_pad else ())
+
+
 @pytest.fixture
 def joey_bans(monkeypatch):
     from seqjit.decoding import api
 
-    monkeypatch.setattr(api, "_suppressed", lambda model: (BOS, PAD))
+    monkeypatch.setattr(api, "_suppressed", recorded_bans)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_joeynmt_model_matches(name, joey_bans):
     joey, cfg, model = build(name)
+    assert recorded_bans(model) == (BOS, PAD)  # JoeyNMT's searches ban <s> and <pad>
     ids, lengths = sources()
     rng = np.random.default_rng(2)
     tgt = np.concatenate([np.full((len(lengths), 1), BOS), rng.integers(4, 15, (len(lengths), 5))], axis=1)

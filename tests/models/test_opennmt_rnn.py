@@ -95,17 +95,26 @@ def translate(onmt_model, ids, lengths, beam_size):
     return [[int(t) for t in best[0] if int(t) != EOS] for best in found]
 
 
+def recorded_bans(model) -> tuple:
+    """The bans the converted config records (``suppress_tokens``, ``suppress_pad``), which seqjit's
+    decoding options are to read (issue 23 item 3): set in place of seqjit's fixed pad ban, they
+    must give the toolkit's own searches."""
+    c = model.config
+    return tuple(c.suppress_tokens or ()) + ((c.pad_id,) if c.suppress_pad else ())
+
+
 @pytest.fixture
 def onmt_bans(monkeypatch):
     from seqjit.decoding import api
 
-    monkeypatch.setattr(api, "_suppressed", lambda model: ())
+    monkeypatch.setattr(api, "_suppressed", recorded_bans)
 
 
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.filterwarnings("ignore")
 def test_opennmt_model_matches(name, onmt_bans):
     onmt_model, opt, model = build(name)
+    assert recorded_bans(model) == ()  # OpenNMT-py's searches ban nothing
     ids, lengths = sources()
     rng = np.random.default_rng(2)
     tgt = np.concatenate([np.full((len(lengths), 1), BOS), rng.integers(4, 15, (len(lengths), 5))], axis=1)
@@ -132,13 +141,21 @@ def test_opennmt_model_matches(name, onmt_bans):
 
 @pytest.mark.parametrize("key,value,match", [
     ("bridge", True, r"option bridge=True"), ("context_gate", "both", r"option context_gate='both'"),
-    ("copy_attn", True, r"option copy_attn=True"), ("global_attention_function", "sparsemax", r"sparsemax"),
+    ("global_attention_function", "sparsemax", r"sparsemax"),
     ("encoder_type", "transformer", r"encoder_type='transformer'"), ("dec_layers", 1, r"dec_layers/dec_hid_size"),
 ])
 def test_unsupported_opennmt_options_are_named(key, value, match):
     onmt_model, opt, _ = build("brnn-gru-1-mlp-feed")
     with pytest.raises(ConfigError, match=match):
         from_opennmt(onmt_model.state_dict(), {**opt, key: value})
+
+
+def test_copy_attention_model_is_refused_by_name():
+    from seqjit.errors import ModelFormatError
+
+    onmt_model, opt, _ = build("brnn-gru-1-mlp-feed")
+    with pytest.raises(ModelFormatError, match=r"option copy_attn=True: the model has OpenNMT-py's copy generator"):
+        from_opennmt(onmt_model.state_dict(), {**opt, "copy_attn": True})
 
 
 def test_checkpoint_read_without_running_code(tmp_path):

@@ -11,6 +11,9 @@
   a JoeyNMT or OpenNMT-py RNN model's state dict with the toolkit's own options as ``--config``
   (JoeyNMT: the YAML's ``model:`` section as JSON; OpenNMT-py: ``vars(checkpoint["opt"])``):
   :func:`seqjit.convert.from_joeynmt`, :func:`seqjit.convert.from_opennmt`.
+- SRC a Keras 3 ``.keras`` / ``.h5`` file with ``--from keras`` (an LSTM/GRU encoder-decoder with
+  attention, read with h5py, nothing executed): :func:`seqjit.convert.from_keras`; ``--config``
+  gives ``decoder_start_id`` and ``eos_id``.
 
 OUT must not exist or be an empty directory, unless ``--force``.
 """
@@ -41,9 +44,10 @@ def register(subparsers) -> None:
     p.add_argument("src", metavar="SRC", help="a Hugging Face model directory, or a .safetensors state dict")
     p.add_argument("out", metavar="OUT", help="the seqjit model directory to write")
     p.add_argument("--arch", default=None, help=f"architecture of a state dict: {', '.join(sorted(FROM_TORCH))}")
-    p.add_argument("--from", dest="source", default="torch", choices=("torch", "joeynmt", "opennmt"),
+    p.add_argument("--from", dest="source", default="torch", choices=("torch", "joeynmt", "opennmt", "keras"),
                    help="who wrote the state dict: seqjit's PyTorch names (--arch), or a JoeyNMT / OpenNMT-py RNN "
-                        "model, whose options --config then holds")
+                        "model, whose options --config then holds; keras: SRC is a .keras/.h5 file and --config "
+                        "gives decoder_start_id and eos_id")
     p.add_argument("--config", default=None, metavar="JSON_OR_PATH",
                    help="a state dict's config: a JSON object, inline or in a file (e.g. '{\"nhead\": 8}')")
     p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
@@ -131,6 +135,14 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
         tokenizer = _tokenizer_files(src)
         model = seqjit.from_hf(src, dtype=dtype or "float32")
         kind = f"Hugging Face {data['model_type']}"
+    elif source == "keras":
+        from seqjit.convert import from_keras
+
+        if arch is not None:
+            raise ValueError("--arch applies to --from torch; a Keras model is always attention_seq2seq")
+        extra = {"dtype": dtype} if dtype is not None else {}
+        model = from_keras(src, **{**parse_config(config), **extra})
+        kind = "Keras model"
     elif src.suffix == ".safetensors" and source != "torch":
         model, kind = _toolkit(src, source, arch, config, dtype)
     elif src.suffix == ".safetensors":

@@ -114,4 +114,12 @@ def from_opennmt(state_dict, opt: dict, **config):
     return convert(state_dict, opt, **config)
 
 
-__all__ = ["from_torch", "from_hf", "from_joeynmt", "from_opennmt", "FROM_TORCH", "FROM_HF", "register_torch_importer"]
+def from_keras(path, **config):
+    """A Keras 3 LSTM/GRU encoder-decoder with attention from its ``.keras`` / ``.h5`` file (read
+    with h5py, nothing executed): :func:`seqjit.convert.keras_rnn.from_keras`."""
+    from seqjit.convert.keras_rnn import from_keras as convert
+
+    return convert(path, **config)
+
+
+__all__ = ["from_torch", "from_hf", "from_joeynmt", "from_opennmt", "from_keras", "FROM_TORCH", "FROM_HF", "register_torch_importer"]

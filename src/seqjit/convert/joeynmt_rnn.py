@@ -32,7 +32,8 @@ LSTM's c0 = h0), ``last`` -> "last", ``zero`` -> "zeros". ``act``: the decoder's
 Special ids default to JoeyNMT's (``<unk>`` 0, ``<pad>`` 1, ``<s>`` 2, ``</s>`` 3); pass ``pad_id``,
 ``decoder_start_id``, ``eos_id`` for other vocabularies. JoeyNMT's greedy search also bans ``<s>``
 and ends no hypothesis at step 0 (``min_output_length`` 1): give ``min_length=1`` to
-:meth:`generate`. Transformer models and unknown options raise :class:`ConfigError` naming them.
+:meth:`generate`; the ban is recorded in the config (``suppress_tokens=[decoder_start_id]``) for
+the decoding options to read (not applied yet: ``rnn_common``). Transformer models and unknown options raise :class:`ConfigError` naming them.
 """
 from __future__ import annotations
 
@@ -137,9 +138,9 @@ def from_joeynmt(state_dict: dict, cfg: dict, *, device: str = "cpu", **config):
     override the derived ones (special ids, ``dtype``, ``backend``)."""
     from seqjit.convert import from_torch
 
-    options = _options(cfg)
-    return from_torch(joeynmt_state_dict(state_dict, cfg), arch="attention_seq2seq", device=device,
-                      **{**options, **config})
+    options = {**_options(cfg), **config}
+    options.setdefault("suppress_tokens", [options["decoder_start_id"]])  # JoeyNMT's searches ban <s>
+    return from_torch(joeynmt_state_dict(state_dict, cfg), arch="attention_seq2seq", device=device, **options)
 
 
 __all__ = ["from_joeynmt", "joeynmt_state_dict"]

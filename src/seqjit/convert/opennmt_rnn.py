@@ -33,10 +33,13 @@ Name map::
     generator.{weight,bias}                             -> decoder.out.{weight,bias}
 
 The logits are the generator's (OpenNMT-py takes their log-softmax: the same ranking). Special ids
-default to OpenNMT-py's (``<unk>`` 0, ``<blank>`` 1, ``<s>`` 2, ``</s>`` 3). Options seqjit does not
-run (the encoder's layer-mixing ``bridge``, ``context_gate``, ``copy_attn``, ``coverage_attn``,
+default to OpenNMT-py's (``<unk>`` 0, ``<blank>`` 1, ``<s>`` 2, ``</s>`` 3). OpenNMT-py's searches
+ban no token: the config records ``suppress_pad=False`` for the decoding options to read (not
+applied yet: ``rnn_common``). Options seqjit does not
+run (the encoder's layer-mixing ``bridge``, ``context_gate``, ``coverage_attn``,
 ``sparsemax``, ``position_encoding``, source features, other encoder/decoder types, different
-encoder and decoder sizes) raise :class:`ConfigError` naming the option.
+encoder and decoder sizes) raise :class:`ConfigError` naming the option; a copy-attention model
+(``copy_attn``: its generator is a copy generator) a :class:`ModelFormatError` naming it.
 """
 from __future__ import annotations
 
@@ -58,6 +61,11 @@ def _options(opt: dict) -> dict:
     """seqjit config keywords from OpenNMT-py's model options."""
     if not isinstance(opt, dict):
         raise ConfigError(f"from_opennmt: the options must be a dict (vars(checkpoint['opt'])), got {type(opt).__name__}")
+    if opt.get("copy_attn"):
+        raise ModelFormatError("from_opennmt: option copy_attn=True: the model has OpenNMT-py's copy generator "
+                               "(its output mixes a copy distribution over the source tokens, weighted by a learned "
+                               "switch, into the vocabulary's), which seqjit does not run; only models trained "
+                               "without -copy_attn convert")
     for key, allowed in _MUST.items():
         if key in opt and opt[key] not in allowed:
             raise ConfigError(f"from_opennmt: option {key}={opt[key]!r} is not supported; seqjit runs {list(allowed)}")
@@ -72,7 +80,8 @@ def _options(opt: dict) -> dict:
     out = dict(attention={"mlp": "bahdanau"}.get(attention, attention), attention_query="current",
                concat_order="context_first", concat_bias=attention == "mlp",
                attentional_activation=None if attention == "mlp" else "tanh",
-               input_feeding=bool(opt.get("input_feed", 1)), pad_id=1, decoder_start_id=2, eos_id=3)
+               input_feeding=bool(opt.get("input_feed", 1)), pad_id=1, decoder_start_id=2, eos_id=3,
+               suppress_pad=False)
     if opt.get("encoder_type", "rnn") == "brnn":
         out["bridge"] = "concat"
     return out

@@ -27,20 +27,23 @@ Hd decoder hidden, Es/Et embedding dims, M memory size, A attention size, V voca
     decoder.out_hidden.{weight,bias} [K, Ho], [K]      output_layer="mlp"
     decoder.maxout.{weight,bias} [2K, Ho], [2K]        output_layer="maxout" (pairs of rows)
     decoder.concat.weight [Ao, M + Hd] with Ua         Bahdanau scoring after the step
+    decoder.attention.W.weight [A, Qd + M],            Luong's concat score v . tanh(W [q; m]) (Qd:
+    decoder.attention.v.weight [1, A]                  Hd, or Ld*Hd with attention_query_layers "concat")
 
 Read from the weights (a contradicting keyword raises ConfigError): vocabulary sizes, embedding
 dims, ``hidden_size``, ``cell``, ``num_layers``, ``decoder_layers`` (when the decoder RNN has
 another count), ``bidirectional``, ``bridge`` ("linear" when ``bridge.weight`` exists, "concat"
 when Hd = 2H, else "sum"; the one-value bridges "mean", "top_linear", "last", "zeros" have
 weights that look alike, so ``bridge=`` names them, and then ``decoder_hidden_size`` is read),
-``attention`` (bahdanau when Ua exists, general when only Wa does, else dot),
+``attention`` (bahdanau when Ua exists, concat when W does, general when only Wa does, else dot),
 ``attention_query`` ("current" when ``decoder.concat.weight`` exists), ``attention_dim``,
 ``attentional_dim``, ``input_feeding`` (the decoder RNN reads Et + Ao), ``encoder_output``
 ("sum" when a bidirectional encoder's M = H), ``attention_bias``, ``concat_bias``,
 ``output_layer`` and ``output_hidden_dim``. Keywords give the rest: ``decoder_input_activation``
 ("relu" for the tutorial's DecoderRNN), ``output_log_softmax`` (True reproduces the tutorial
 decoders' log-probabilities), ``bridge_activation``, ``bridge_cell``, ``concat_order``,
-``attentional_activation``, ``output_activation``, ``pad_id``/``decoder_start_id``/``eos_id``,
+``attentional_activation``, ``output_activation``, ``attention_query_layers``, ``deep_output``
+(the output layer's input width then includes M + Et), ``pad_id``/``decoder_start_id``/``eos_id``,
 ``dtype``; ``ignore``: names (or prefixes ending in ".") to skip; ``backend``.
 """
 from __future__ import annotations
@@ -54,7 +57,7 @@ from seqjit.errors import ConfigError, ModelFormatError
 from seqjit.models.rnn_common import ONE_VALUE_BRIDGES
 
 _RNN_NAME = re.compile(r"^(encoder|decoder)\.(?:gru|lstm|rnn)\.((?:weight|bias)_(?:ih|hh)_l\d+(?:_reverse)?)$")
-_DROPPED = ("decoder.attention.Va.bias",)
+_DROPPED = ("decoder.attention.Va.bias", "decoder.attention.v.bias")
 
 
 def _rename(sd: dict, source: str) -> dict:
@@ -122,7 +125,8 @@ def _import(state_dict: dict, arch: str, *, backend=None, ignore=(), **config):
         inferred["decoder_layers"] = dec_layers
     inferred.update(_output_layout(sd, source))
     if arch == "attention_seq2seq":
-        inferred.update(_attention_layout(sd, hidden, dec_hidden, bidirectional, source, tgt_table.shape[1]))
+        query_dim = dec_hidden * (dec_layers if config.get("attention_query_layers") == "concat" else 1)
+        inferred.update(_attention_layout(sd, hidden, dec_hidden, bidirectional, source, tgt_table.shape[1], query_dim))
     clash = sorted(k for k in inferred if k in config and config[k] != inferred[k])
     if clash:
         raise ConfigError(f"{source}: {', '.join(f'{k}={config[k]!r}' for k in clash)} contradict(s) the weights "
@@ -145,13 +149,20 @@ def _output_layout(sd: dict, source: str) -> dict:
     return {}
 
 
-def _attention_layout(sd: dict, hidden: int, dec_hidden: int, bidirectional: bool, source: str, tgt_embed: int) -> dict:
+def _attention_layout(sd: dict, hidden: int, dec_hidden: int, bidirectional: bool, source: str, tgt_embed: int,
+                      query_dim: int) -> dict:
     p = "decoder.attention"
     has_concat = "decoder.concat.weight" in sd
     if f"{p}.Ua.weight" in sd:
         ua = _need(sd, f"{p}.Ua.weight", source, "Bahdanau's key projection [A, M]")
         found = dict(attention="bahdanau", attention_dim=ua.shape[0])
         memory = ua.shape[1]
+    elif f"{p}.W.weight" in sd:
+        w = _need(sd, f"{p}.W.weight", source, "Luong's concat score W [A, Qd + M]")
+        found = dict(attention="concat", attention_dim=w.shape[0])
+        if not has_concat:
+            found["attention_query"] = "previous"
+        memory = w.shape[1] - query_dim
     else:
         found = dict(attention="general" if f"{p}.Wa.weight" in sd else "dot", attention_bias=f"{p}.Wa.bias" in sd)
         w_c = _need(sd, "decoder.concat.weight", source, "Luong's attentional layer [Ao, M + Hd]")

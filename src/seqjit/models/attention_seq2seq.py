@@ -30,12 +30,29 @@ Weights, besides ``rnn_common``'s (A = ``attention_dim``, default Hd)::
               decoder.attention.Ua.weight [A, M],  decoder.attention.Ua.bias [A],
               decoder.attention.Va.weight [1, A];  decoder.rnn.weight_ih_l0 [G*Hd, Et + M]
     general:  decoder.attention.Wa.weight [Hd, M] (+ decoder.attention.Wa.bias [Hd] when attention_bias)
+    concat:   decoder.attention.W.weight [A, Hd + M], decoder.attention.v.weight [1, A]
     "current": decoder.concat.weight [Ao, M + Hd] (+ decoder.concat.bias [Ao] when concat_bias)
     all:      decoder.out.weight [V, Ho], decoder.out.bias [V]  (Ho: Hd, or Ao with "current";
-              before it, the MLP or maxout layer of ``output_layer``: rnn_common)
+              plus M + Et with ``deep_output``; before it, the MLP or maxout layer of
+              ``output_layer``: rnn_common)
+
+``attention="concat"`` is Luong et al. 2015's third score, ``score_j = v . tanh(W [q; m_j])``: an
+additive score without biases, run by the same kernel as Bahdanau's (W's memory columns applied to
+the memory once per source, its query columns per step); its query is "current" by default,
+"previous" allowed.
+
+``attention_query_layers``: the query q is the top decoder layer's state (``"top"``), the sum of
+every decoder layer's state (``"sum"``) or their concatenation (``"concat"``, width Qd = Ld * Hd:
+the query widths above, Hd, become Qd); the previous states with ``"previous"``, the new ones with
+``"current"`` (the attentional layer still reads the top state).
+
+``deep_output`` (Bahdanau et al. 2015 appendix A, Nematus): the output layer reads
+[x; context; e] (x: the new top state, or h~ with "current"; e: the embedding of the previous
+token), so one linear over it is ``U_o s + C_o c + V_o E y``; ``output_layer="maxout"`` is
+Bahdanau's readout, ``"mlp"`` with tanh Nematus'.
 
 Where the query comes from (``attention_query``): ``"previous"`` is the Bahdanau step above (the
-default of ``attention="bahdanau"``; that kind only); ``"current"`` is the Luong step above (the
+default of ``attention="bahdanau"``; additive kinds only); ``"current"`` is the Luong step above (the
 default of dot/general) with any of the three scores, e.g. additive scoring of the new top state
 feeding the attentional layer (OpenNMT-py ``global_attention: mlp``, JoeyNMT ``bahdanau``). With
 ``"current"``:
@@ -48,10 +65,11 @@ feeding the attentional layer (OpenNMT-py ``global_attention: mlp``, JoeyNMT ``b
   [G*Hd, Et + Ao]; h~ is the decoder state ``feed`` [B, Ao].
 
 Encoder graph outputs: ``memory`` [B, S, M], ``keys`` [B, S, A] (bahdanau: ``Ua m + Ua.bias +
-Wa.bias``, once per source) or [B, S, Hd] (general: ``Wa m + ba``), and the initial states
-(``rnn_common.init_sources``). Luong models without input feeding (and with no zero initial
-state) run teacher forcing in one full-sequence graph (``decoder_full``); the others depend on the
-previous step, so their :meth:`logits` steps.
+Wa.bias``, once per source; concat: W's memory columns times m) or [B, S, Qd] (general: ``Wa m +
+ba``), and the initial states (``rnn_common.init_sources``). Luong (dot/general) models without
+input feeding, with no zero initial state and a query from the top layer run teacher forcing in
+one full-sequence graph (``decoder_full``); the others depend on the previous step, so their
+:meth:`logits` steps.
 """
 from __future__ import annotations
 
@@ -75,8 +93,8 @@ KEYS = "keys"
 class AttentionSeq2SeqConfig(RNNConfig):
     arch = "attention_seq2seq"
 
-    attention: str = choice("bahdanau", ("bahdanau", "dot", "general"))
-    attention_dim: int | None = None  # bahdanau A; None: the decoder hidden size
+    attention: str = choice("bahdanau", ("bahdanau", "dot", "general", "concat"))
+    attention_dim: int | None = None  # bahdanau / concat A; None: the decoder hidden size
     encoder_output: str = choice("concat", ("concat", "sum"))  # a bidirectional encoder's memory
     attention_bias: bool = False  # general: Wa has a bias
     concat_bias: bool = True  # luong: W_c has a bias
@@ -85,6 +103,8 @@ class AttentionSeq2SeqConfig(RNNConfig):
     input_feeding: bool = False  # "current": the previous h~ joins the next RNN input
     attentional_dim: int | None = None  # "current": Ao, the width of h~; None: Hd
     attentional_activation: str | None = choice("tanh", ("tanh", None))  # "current": h~ = act(W_c [...])
+    attention_query_layers: str = choice("top", ("top", "sum", "concat"))  # the query: top layer, or every layer's
+    deep_output: bool = False  # the output layer reads [h (or h~); context; embedding of the previous token]
 
     @property
     def memory_dim(self) -> int:
@@ -95,11 +115,21 @@ class AttentionSeq2SeqConfig(RNNConfig):
         return self.attention_dim if self.attention_dim is not None else self.decoder_hidden
 
     @property
+    def query_dim(self) -> int:
+        """Qd, the width of the attention query: Hd, or Ld * Hd for ``attention_query_layers="concat"``."""
+        return self.decoder_hidden * (self.dec_layers if self.attention_query_layers == "concat" else 1)
+
+    @property
+    def additive(self) -> bool:
+        """Whether the scores are additive, v . tanh(W q + U m) ("bahdanau", Luong's "concat")."""
+        return self.attention in ("bahdanau", "concat")
+
+    @property
     def query(self) -> str:
         """"previous" (context into the RNN input, output from the top state) or "current"."""
         if self.attention_query is not None:
             return self.attention_query
-        return "previous" if self.attention == "bahdanau" else "current"
+        return "previous" if self.attention == "bahdanau" else "current"  # Luong's kinds, "concat" too
 
     @property
     def attentional(self) -> int:
@@ -114,15 +144,16 @@ class AttentionSeq2SeqConfig(RNNConfig):
         if self.encoder_output == "sum" and not self.bidirectional:
             raise ConfigError(f"{where}: encoder_output 'sum' adds the two directions of a bidirectional encoder; "
                               "set bidirectional=True or leave it at 'concat'")
-        if self.attention == "dot" and self.memory_dim != self.decoder_hidden:
-            raise ConfigError(f"{where}: dot attention needs the memory size ({self.memory_dim}) to equal the decoder "
-                              f"hidden size ({self.decoder_hidden}); use attention='general' or change bridge/encoder_output")
+        if self.attention == "dot" and self.memory_dim != self.query_dim:
+            raise ConfigError(f"{where}: dot attention needs the memory size ({self.memory_dim}) to equal the query "
+                              f"size ({self.query_dim}: the decoder hidden size, times decoder_layers with "
+                              "attention_query_layers 'concat'); use attention='general' or change bridge/encoder_output")
         if self.attention != "general" and self.attention_bias:
             raise ConfigError(f"{where}: attention_bias applies to attention='general' only")
         if self.query == "previous":
-            if self.attention != "bahdanau":
+            if not self.additive:
                 raise ConfigError(f"{where}: attention_query 'previous' (the context fed into the RNN input) is "
-                                  f"supported for attention='bahdanau' only, got attention {self.attention!r}")
+                                  f"supported for attention='bahdanau' or 'concat' only, got attention {self.attention!r}")
             for key, default in (("input_feeding", False), ("attentional_dim", None), ("attentional_activation", "tanh")):
                 if getattr(self, key) != default:
                     raise ConfigError(f"{where}: {key} applies to attention_query 'current' (an attentional layer "
@@ -142,21 +173,24 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
     @classmethod
     def _float_spec(cls, config: AttentionSeq2SeqConfig) -> dict:
         c = config
-        dt, Hd, M, A, Ao = np.dtype(c.dtype), c.decoder_hidden, c.memory_dim, c.attn_dim, c.attentional
+        dt, Hd, M, A, Ao, Qd = np.dtype(c.dtype), c.decoder_hidden, c.memory_dim, c.attn_dim, c.attentional, c.query_dim
         spec = encoder_spec(c)
         p = "decoder.attention"
         if c.attention == "bahdanau":
-            spec.update({f"{p}.Wa.weight": TensorSpec((A, Hd), dt), f"{p}.Wa.bias": TensorSpec((A,), dt),
+            spec.update({f"{p}.Wa.weight": TensorSpec((A, Qd), dt), f"{p}.Wa.bias": TensorSpec((A,), dt),
                          f"{p}.Ua.weight": TensorSpec((A, M), dt), f"{p}.Ua.bias": TensorSpec((A,), dt),
                          f"{p}.Va.weight": TensorSpec((1, A), dt)})
+        elif c.attention == "concat":
+            spec.update({f"{p}.W.weight": TensorSpec((A, Qd + M), dt), f"{p}.v.weight": TensorSpec((1, A), dt)})
         elif c.attention == "general":
-            spec[f"{p}.Wa.weight"] = TensorSpec((Hd, M), dt)
+            spec[f"{p}.Wa.weight"] = TensorSpec((Qd, M), dt)
             if c.attention_bias:
-                spec[f"{p}.Wa.bias"] = TensorSpec((Hd,), dt)
+                spec[f"{p}.Wa.bias"] = TensorSpec((Qd,), dt)
+        deep = M + c.tgt_embed if c.deep_output else 0  # the readout's context and embedding
         if c.query == "previous":
-            spec.update(decoder_spec(c, c.tgt_embed + M, Hd))
+            spec.update(decoder_spec(c, c.tgt_embed + M, Hd + deep))
             return spec
-        spec.update(decoder_spec(c, c.tgt_embed + (Ao if c.input_feeding else 0), Ao))
+        spec.update(decoder_spec(c, c.tgt_embed + (Ao if c.input_feeding else 0), Ao + deep))
         spec["decoder.concat.weight"] = TensorSpec((Ao, M + Hd), dt)
         if c.concat_bias:
             spec["decoder.concat.bias"] = TensorSpec((Ao,), dt)
@@ -179,6 +213,8 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         if c.attention == "bahdanau":
             bias = g.constant(f"{p}.keys_bias", w[f"{p}.Ua.bias"] + w[f"{p}.Wa.bias"])
             g.output(linear(g, out, w, f"{p}.Ua.weight", bias, name=f"{p}.Ua"), name=KEYS)
+        elif c.attention == "concat":  # W [q; m] = W_q q + W_m m: the memory's part once per source
+            g.output(g.op("linear", out, self._concat_part(g, "memory"), None, name=f"{p}.W_memory"), name=KEYS)
         elif c.attention == "general":
             bias = P.w(f"{p}.Wa.bias") if c.attention_bias else None
             g.output(linear(g, out, w, f"{p}.Wa.weight", bias, name=f"{p}.Wa"), name=KEYS)
@@ -186,7 +222,7 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         return g.build()
 
     def _memory_inputs(self, g):
-        memory = g.input(MEMORY, dtype="float", ndim=3)
+        memory = g.input(MEMORY, dtype="float", ndim=3)  # keys: bahdanau, concat, general
         keys = g.input(KEYS, dtype="float", ndim=3) if self.config.attention != "dot" else memory
         return memory, keys
 
@@ -201,20 +237,23 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         memory, keys = self._memory_inputs(g)
         emb = P.embed_target(tokens)
         if c.query == "previous":
-            context, weights = self._additive(g, P, states[f"h.{c.dec_layers - 1}"], keys, memory, src_lengths)
+            query = self._query(g, states)
+            context, weights = self._additive(g, P, query, keys, memory, src_lengths)
             top, new = P.cell_stack(g.op("concat", emb, context, axis=-1, name="decoder.rnn_input"), states)
-            P.logits(top)
+            P.logits(self._readout(g, top, context, emb))
         else:
+            x = emb
             if c.input_feeding:
                 feed = g.input("feed", dtype="float", ndim=2)  # zeros before step 0: h~ of "step -1"
-                emb = g.op("concat", emb, feed, axis=-1, name="decoder.rnn_input")
-            top, new = P.cell_stack(emb, states)
-            if c.attention == "bahdanau":
-                context, weights = self._additive(g, P, top, keys, memory, src_lengths)
+                x = g.op("concat", emb, feed, axis=-1, name="decoder.rnn_input")
+            top, new = P.cell_stack(x, states)
+            query = self._query(g, new)
+            if c.additive:
+                context, weights = self._additive(g, P, query, keys, memory, src_lengths)
             else:
-                context, weights = self._luong(g, top, memory, keys, src_lengths, with_attention, step=True)
+                context, weights = self._luong(g, query, memory, keys, src_lengths, with_attention, step=True)
             attended = self._attentional(g, P, top, context)
-            P.logits(attended)
+            P.logits(self._readout(g, attended, context, emb))
             if c.input_feeding:
                 g.output(attended, name=NEXT + "feed")
         if with_attention:
@@ -222,11 +261,45 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         P.output_next_states(new)
         return g.build()
 
+    def _query(self, g, states: dict):
+        """The attention query from the decoder states h.{l} [B, Hd] (``attention_query_layers``):
+        the top layer's, their sum or their concatenation [B, Ld*Hd]."""
+        c = self.config
+        layers = [states[f"h.{l}"] for l in range(c.dec_layers)]
+        if c.attention_query_layers == "top" or len(layers) == 1:
+            return layers[-1]
+        if c.attention_query_layers == "concat":
+            return g.op("concat", *layers, axis=-1, name="decoder.query_layers")
+        query = layers[0]
+        for l, h in enumerate(layers[1:], 1):
+            query = g.op("add", query, h, name=f"decoder.query_sum{l}")
+        return query
+
+    def _concat_part(self, g, part: str):
+        """Luong's "concat" W [A, Qd + M] split in its query part W_q [A, Qd] and memory part W_m [A, M]."""
+        p, Qd = "decoder.attention", self.config.query_dim
+        W = self.weights[f"{p}.W.weight"]
+        cols = W[:, :Qd] if part == "query" else W[:, Qd:]
+        return g.constant(f"{p}.W_{part}", np.ascontiguousarray(cols))
+
     def _additive(self, g, P, query, keys, memory, src_lengths):
-        """Additive attention of query [B, Hd] -> (context [B, M], weights [B, S])."""
+        """Additive attention of query [B, Qd] -> (context [B, M], weights [B, S]): Bahdanau's (Wa q +
+        keys, keys = Ua m + biases) or Luong's concat (W_q q + keys, keys = W_m m)."""
         p = "decoder.attention"
-        v = g.op("reshape", P.w(f"{p}.Va.weight"), shape=(-1,), name=f"{p}.v")
-        return g.op("additive_attention", query, keys, memory, P.w(f"{p}.Wa.weight"), v, src_lengths, outputs=2, name=p)
+        if self.config.attention == "concat":
+            v = g.op("reshape", P.w(f"{p}.v.weight"), shape=(-1,), name=f"{p}.v")
+            wq = self._concat_part(g, "query")
+        else:
+            v = g.op("reshape", P.w(f"{p}.Va.weight"), shape=(-1,), name=f"{p}.v")
+            wq = P.w(f"{p}.Wa.weight")
+        return g.op("additive_attention", query, keys, memory, wq, v, src_lengths, outputs=2, name=p)
+
+    def _readout(self, g, h, context, emb):
+        """What the output layer reads: h, or with ``deep_output`` [h; context; embedding] (Bahdanau et
+        al. 2015's deep output t = U_o s + C_o c + V_o E y, one linear over the concatenation)."""
+        if not self.config.deep_output:
+            return h
+        return g.op("concat", h, context, emb, axis=-1, name="decoder.readout_input")
 
     def _attentional(self, g, P, h, context):
         """h~ = act(W_c [context; h] + b) (or [h; context]) for h [..., Hd], context [..., M] -> [..., Ao]."""
@@ -241,9 +314,9 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         """Luong (dot/general) attention of h ([B, Hd] or [B, T, Hd]) over the memory -> (context
         [B, M] or [B, T, M], weights [B, 1, T, S] or None)."""
         c = self.config
-        Hd, M = c.decoder_hidden, c.memory_dim
-        q = g.op("reshape", h, shape=(0, 1, -1, Hd), name="decoder.query")
-        k = g.op("reshape", keys, shape=(0, 1, -1, Hd), name="decoder.attention_keys")
+        Qd, M = c.query_dim, c.memory_dim
+        q = g.op("reshape", h, shape=(0, 1, -1, Qd), name="decoder.query")
+        k = g.op("reshape", keys, shape=(0, 1, -1, Qd), name="decoder.attention_keys")
         v = g.op("reshape", memory, shape=(0, 1, -1, M), name="decoder.attention_values")
         if with_weights:
             ctx, weights = g.op("attention", q, k, v, src_lengths, scale=1.0, return_weights=True, outputs=2,
@@ -265,9 +338,10 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         src_lengths = g.input(SRC_LENGTHS, dtype="int", ndim=1)
         memory, keys = self._memory_inputs(g)
         init = P.initial_state_inputs()
-        out = P.decoder_sequence(P.embed_target(tokens), init)
+        emb = P.embed_target(tokens)
+        out = P.decoder_sequence(emb, init)
         context, _ = self._luong(g, out, memory, keys, src_lengths, False, step=False)
-        P.logits(self._attentional(g, P, out, context))
+        P.logits(self._readout(g, self._attentional(g, P, out, context), context, emb))
         return g.build()
 
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:
@@ -278,11 +352,11 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         return specs
 
     def has_full_decoder(self) -> bool:
-        """Luong (dot/general) scoring of the current state without input feeding and with no zero
-        initial state runs teacher forcing in one pass; the rest steps."""
+        """Luong (dot/general) scoring of the current top state without input feeding and with no
+        zero initial state runs teacher forcing in one pass; the rest steps."""
         c = self.config
-        return (c.attention != "bahdanau" and c.query == "current" and not c.input_feeding
-                and not c.initial_state_zero)
+        return (not c.additive and c.query == "current" and not c.input_feeding and not c.initial_state_zero
+                and (c.attention_query_layers == "top" or c.dec_layers == 1))
 
 
 __all__ = ["AttentionSeq2SeqConfig", "AttentionSeq2SeqModel"]

@@ -43,11 +43,21 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     decoder.rnn.bias_ih_l{k}, bias_hh_l{k}           [G*Hd]
     decoder.out.weight [Vt, Ho], decoder.out.bias [Vt]   (Ho: what the architecture projects;
                                                          output_layer="linear")
-  output_layer="mlp" (out(act(out_hidden(x))), act: ``output_activation``), Ho -> K -> Vt:
+  output_layer="mlp" (out(act(out_hidden(x))), act: ``output_activation``; "leaky_relu" with
+  ``output_negative_slope`` a in [0, 1)), Ho -> K -> Vt:
     decoder.out_hidden.weight [K, Ho], .bias [K];  decoder.out.weight [Vt, K], .bias [Vt]
   output_layer="maxout" (Goodfellow et al.; Bahdanau et al.'s readout, pool 2), Ho -> 2K -> K -> Vt:
     decoder.maxout.weight [2K, Ho], .bias [2K] (unit k = max of rows 2k and 2k+1);
     decoder.out.weight [Vt, K], .bias [Vt]           (K: ``output_hidden_dim``)
+
+Decoding rules recorded from the toolkit that trained the model (importers set them; seqjit's
+decoding does not read them yet: it always bans the pad token, and the ``suppress_tokens`` /
+pad-ban decoding options are being added in every decoding path, issue 23 item 3):
+
+- ``suppress_tokens``: token ids the toolkit never generates besides the pad token (JoeyNMT bans
+  ``<s>`` at every step: its importer records ``[decoder_start_id]``); None: none;
+- ``suppress_pad``: whether the toolkit bans the pad token (True: seqjit's rule and JoeyNMT's;
+  OpenNMT-py's searches allow it: its importer records False).
 
 Decoder state (``decoder_state_specs``): ``h.{l}`` [B, Hd] per layer (and ``c.{l}`` for an LSTM),
 zeros before step 0; the encoder graph outputs the bridged initial states (:func:`init_sources`:
@@ -90,7 +100,8 @@ class RNNConfig(ModelConfig):
     decoder_hidden_size: int | None = None  # Hd; None: 2H for bridge "concat" of a bidirectional encoder, else H
     output_layer: str = choice("linear", ("linear", "mlp", "maxout"))
     output_hidden_dim: int | None = None  # K of the "mlp" / "maxout" output layer
-    output_activation: str = choice("tanh", ("tanh", "relu", "gelu"))  # "mlp" only
+    output_activation: str = choice("tanh", ("tanh", "relu", "gelu", "leaky_relu"))  # "mlp" only
+    output_negative_slope: float = 0.01  # "leaky_relu": max(x, 0) + slope * min(x, 0)
     decoder_input_activation: str | None = choice(None, (None, "relu"))  # the tutorial's DecoderRNN: "relu"
     output_log_softmax: bool = False  # logits are log-probabilities (the tutorial's decoders)
     pad_id: int = 0
@@ -98,6 +109,8 @@ class RNNConfig(ModelConfig):
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
     quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
+    suppress_tokens: list | None = None  # recorded from the toolkit (module docstring): ids it never generates
+    suppress_pad: bool = True  # recorded from the toolkit: whether it bans the pad token
 
     # -- derived sizes ---------------------------------------------------------------------------
     @property
@@ -164,6 +177,12 @@ class RNNConfig(ModelConfig):
             value = getattr(self, key)
             if not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
+        if self.suppress_tokens is not None:
+            tokens = self.suppress_tokens
+            if not isinstance(tokens, list) or len(tokens) > self.tgt_vocab_size or not all(
+                    isinstance(t, int) and not isinstance(t, bool) and 0 <= t < self.tgt_vocab_size for t in tokens):
+                raise ConfigError(f"{where}: 'suppress_tokens' must be a list of token ids in [0, "
+                                  f"{self.tgt_vocab_size}), got {str(tokens)[:60]}")
 
     def _validate_bridge(self, where: str) -> None:
         if self.bridge in PER_LAYER_BRIDGES:
@@ -193,6 +212,8 @@ class RNNConfig(ModelConfig):
             return
         if self.output_hidden_dim is None:
             raise ConfigError(f"{where}: output_layer {self.output_layer!r} needs output_hidden_dim (its K units)")
+        if not 0.0 <= self.output_negative_slope < 1.0:
+            raise ConfigError(f"{where}: 'output_negative_slope' must be in [0, 1), got {self.output_negative_slope}")
         if self.output_layer == "maxout" and self.quantization != "none":
             raise ConfigError(f"{where}: output_layer 'maxout' has no quantized form (quantization "
                               f"{self.quantization!r}); quantize a model with output_layer 'linear' or 'mlp'")

@@ -182,7 +182,9 @@ class RNNPieces:
     def logits(self, h) -> str:
         """The output layer on h [..., Ho] -> [..., V] (log-probabilities when configured)."""
         g, c = self.g, self.c
-        if c.output_layer == "mlp":
+        if c.output_layer == "mlp" and c.output_activation == "leaky_relu":
+            h = self.leaky_hidden(h)
+        elif c.output_layer == "mlp":
             h = linear(g, h, self.weights, "decoder.out_hidden.weight", self.w("decoder.out_hidden.bias"),
                        activation=c.output_activation, name="decoder.out_hidden")
         elif c.output_layer == "maxout":
@@ -191,6 +193,20 @@ class RNNPieces:
         if self.c.output_log_softmax:
             y = g.op("log_softmax", y, name="decoder.log_softmax")
         return g.output(y, name=LOGITS)
+
+    def leaky_hidden(self, h):
+        """The MLP's hidden layer with LeakyReLU of slope a: leaky(y) = (1 - a) relu(y) + a y for
+        y = W h + b, as two linears on scaled copies of W and b ((1 - a) relu(y) = relu((1 - a) y):
+        a < 1) added, so only existing (native) ops run (W stays float32 in an int8 model)."""
+        g, w, a = self.g, self.weights, float(self.c.output_negative_slope)
+        W, b = w["decoder.out_hidden.weight"], w["decoder.out_hidden.bias"]
+        parts = []
+        for part, factor, act in (("relu", 1.0 - a, "relu"), ("linear", a, None)):
+            name = f"decoder.out_hidden.{part}"
+            weight = g.constant(f"{name}.weight", (W * np.asarray(factor, W.dtype)).astype(W.dtype))
+            bias = g.constant(f"{name}.bias", (b * np.asarray(factor, b.dtype)).astype(b.dtype))
+            parts.append(g.op("linear", h, weight, bias, activation=act, name=name))
+        return g.op("add", *parts, name="decoder.out_hidden")
 
     def maxout(self, h):
         """Maxout with pools of 2 (units 2k, 2k+1 of ``decoder.maxout``): max(a, b) = b + relu(a - b),
