@@ -22,7 +22,11 @@ from __future__ import annotations
 import importlib
 from functools import lru_cache
 
+from ._numba_cache import configure as _configure_numba_cache
+
 __all__ = ["get", "backends", "ops", "BACKENDS", "OPS", "KernelUnavailable"]
+
+_configure_numba_cache()  # before any kernel module defines a jitted function (see _numba_cache.py)
 
 #: op name -> family folder
 OPS: dict[str, str] = {
