@@ -19,12 +19,15 @@ def test_kernels_and_models_run_without_scipy():
     code = r"""
 import json
 import numpy as np
+import seqjit
+from threadpoolctl import threadpool_info
 from seqjit import kernels
 from seqjit.graph import _native_vm
 from seqjit.g2p import G2P
 from seqjit.kernels.activations import reference as act_ref
 from seqjit.kernels.attention import cython_cpu as attention_cy
 from seqjit.kernels.linear import cython_cpu as linear_cy
+seqjit.set_num_threads(1)  # numpy's BLAS is limited too, scipy or not
 refused = {}
 for op in ("linear", "attention"):
     try:
@@ -42,6 +45,7 @@ print(json.dumps({
     "attention_err": float(np.abs(kernels.get("attention")(q, k, v) - kernels.get("attention", "reference")(q, k, v)).max()),
     "gelu": act_ref.apply(np.array([-1.0, 0.0, 2.0]), 2).tolist(),
     "phonemes": [p.phonemes for p in G2P("attention").predict(["hello", "transliteration"], beam_size=2)],
+    "blas_threads": [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"],
 }))
 """
     done = _child(code)
@@ -56,6 +60,7 @@ print(json.dumps({
     assert max(abs(a - b) for a, b in zip(got["gelu"], [-0.15865525393145707, 0.0, 2 * 0.9772498680518208])) < 1e-15
     want = [p.phonemes for p in G2P("attention").predict(["hello", "transliteration"], beam_size=2)]
     assert got["phonemes"] == want
+    assert got["blas_threads"] and all(n == 1 for n in got["blas_threads"])
 
 
 def test_demo_without_matplotlib_prints_and_png_is_refused_naming_the_extra(tmp_path):
