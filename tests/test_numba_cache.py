@@ -51,3 +51,26 @@ def test_relative_xdg_cache_home_is_ignored(tmp_path):
     code = "import seqjit.kernels, numba; print(numba.config.CACHE_DIR)"
     home = tmp_path / "home"
     assert _run(code, tmp_path, XDG_CACHE_HOME="rel/cache", HOME=str(home)) == str(home / ".cache" / "seqjit" / "numba")
+
+
+def test_a_read_only_package_directory_still_compiles_and_caches(tmp_path):
+    """The package directory mounted read-only (a private mount namespace: needs root or user
+    namespaces, as in CI containers); the kernel still compiles and its cache lands in the user's."""
+    import shutil
+
+    import pytest
+
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True) if shutil.which("unshare") else None
+    if probe is None or probe.returncode != 0:
+        pytest.skip("cannot mount the package read-only here (unshare -m not permitted)")
+    code = ("import numpy as np; from seqjit import kernels\n"
+            "print(kernels.get('embedding', backend='numba')(np.array([1]), np.ones((3, 2), np.float32)).tolist())")
+    script = (f"mount --bind -o ro {PACKAGE} {PACKAGE} && touch {PACKAGE}/.probe 2>/dev/null && exit 3; "
+              f"exec {sys.executable} -c \"$CODE\"")
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env.update(XDG_CACHE_HOME=str(tmp_path / "xdg"), CODE=code)
+    done = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[[1.0, 1.0]]"
+    assert list((tmp_path / "xdg" / "seqjit" / "numba").rglob("*.nbi"))
