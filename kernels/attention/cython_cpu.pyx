@@ -4,9 +4,9 @@
 Work items (batch, head, query block) run in an OpenMP ``prange`` with per-thread scratch; each walks
 the visible key blocks (wholly hidden ones are skipped), forming the transposed score tile
 ``S^T = K_blk @ Q_blk^T`` and the update ``P @ V_blk`` with BLAS (s/dgemm: scipy's OpenBLAS with the
-``blas`` extra, else the portable loops of kernels/_blas_ptrs.pxi; BLAS held to one thread meanwhile) and the online softmax in between (C below: a float32
-``exp2`` polynomial that vectorises, compiled for AVX-512 / AVX2 / baseline and picked at run time).
-Extra memory is O(block) per thread.
+``blas`` extra, held to one thread meanwhile, else the portable loops of kernels/_blas_ptrs.pxi) and
+the online softmax in between (C below: a float32 ``exp2`` polynomial that vectorises, compiled for
+AVX-512 / AVX2 / baseline and picked at run time). Extra memory is O(block) per thread.
 """
 import math
 

@@ -2,7 +2,7 @@
 """Cython CPU linear: BLAS (sgemm/dgemm, sgemv/dgemv for one row: scipy's OpenBLAS with the ``blas``
 extra, else the portable loops of kernels/_sj_blas_fallback.h, see kernels/_blas_ptrs.pxi) written
 straight into the output, then the bias + activation epilogue over the block just written, while it
-is in cache. BLAS threads the GEMM (``seqjit.set_num_threads`` sets its thread count); the epilogue
+is in cache. OpenBLAS threads the GEMM (``seqjit.set_num_threads`` sets its thread count); the epilogue
 runs on the calling thread.
 
 Row-major ``out[M, N] = x[M, K] @ W^T`` is, in BLAS's column-major terms, ``out^T = op(W) @ x^T``:
