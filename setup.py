@@ -33,7 +33,8 @@ def find_extensions():
     exts = []
     for pyx in sorted((ROOT / "kernels").glob("*/cython_cpu.pyx")):
         family = pyx.parent.name
-        exts.append(Extension(f"seqjit.kernels.{family}.cython_cpu", [str(pyx.relative_to(ROOT))]))
+        exts.append(Extension(f"seqjit.kernels.{family}.cython_cpu", [str(pyx.relative_to(ROOT))],
+                              include_dirs=["kernels"]))  # kernels/_sj_blas_fallback.h
     import numpy
 
     exts.append(Extension("seqjit.graph._native_vm", ["src/seqjit/graph/_native_vm.pyx"],

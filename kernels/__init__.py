@@ -24,7 +24,11 @@ from functools import lru_cache
 
 from seqjit.errors import KernelUnavailable  # defined below both (errors is the bottom layer)
 
+from ._numba_cache import configure as _configure_numba_cache
+
 __all__ = ["get", "backends", "ops", "BACKENDS", "OPS", "KernelUnavailable"]
+
+_configure_numba_cache()  # before any kernel module defines a jitted function (see _numba_cache.py)
 
 #: op name -> family folder
 OPS: dict[str, str] = {

@@ -59,10 +59,12 @@ def set_num_threads(n: int | None) -> int:
     numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
     try:
         import scipy.linalg.cython_blas  # noqa: F401  (load scipy's BLAS now, so the limit reaches it)
-        from threadpoolctl import threadpool_limits
-
-        threadpool_limits(limits=count, user_api="blas")
-        threadpool_limits(limits=count, user_api="openmp")
-    except ImportError:
+    except ImportError:  # the optional ``blas`` extra: numpy's BLAS and OpenMP are still limited below
         pass
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - threadpoolctl is a run-time dependency
+        return count
+    threadpool_limits(limits=count, user_api="blas")
+    threadpool_limits(limits=count, user_api="openmp")
     return count

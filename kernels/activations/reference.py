@@ -6,10 +6,20 @@ Computed in float64 and rounded once to the input dtype.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
-from scipy import special
 
 from . import spec
+
+
+#: the error function, elementwise (``math.erf``: correctly rounded to a few ulp; numpy has none)
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _sigmoid(x64: np.ndarray) -> np.ndarray:
+    """``1 / (1 + exp(-x))`` without overflow: ``exp(-log(1 + exp(-x)))``."""
+    return np.exp(-np.logaddexp(0.0, -x64))
 
 
 def apply(x64: np.ndarray, code: int) -> np.ndarray:
@@ -19,11 +29,11 @@ def apply(x64: np.ndarray, code: int) -> np.ndarray:
     if code == spec.RELU:
         return np.maximum(x64, 0.0)
     if code == spec.GELU:
-        return 0.5 * x64 * (1.0 + special.erf(x64 * spec.SQRT_HALF))
+        return 0.5 * x64 * (1.0 + _erf(x64 * spec.SQRT_HALF))
     if code == spec.GELU_TANH:
         return 0.5 * x64 * (1.0 + np.tanh(spec.SQRT_2_OVER_PI * (x64 + 0.044715 * x64**3)))
     if code == spec.SILU:
-        return x64 * special.expit(x64)
+        return x64 * _sigmoid(x64)
     if code == spec.TANH:
         return np.tanh(x64)
     raise ValueError(f"unknown activation code {code}")

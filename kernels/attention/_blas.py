@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import contextlib
 
-import scipy.linalg.cython_blas  # noqa: F401  (load scipy's BLAS before threadpoolctl looks)
+try:
+    import scipy.linalg.cython_blas  # noqa: F401  (load scipy's BLAS before threadpoolctl looks)
+except ImportError:  # the optional ``blas`` extra: the Cython kernels then run portable loops
+    pass
 
 #: queries per tile
 BLOCK_Q = 64

@@ -3,10 +3,10 @@
 
 Work items (batch, head, query block) run in an OpenMP ``prange`` with per-thread scratch; each walks
 the visible key blocks (wholly hidden ones are skipped), forming the transposed score tile
-``S^T = K_blk @ Q_blk^T`` and the update ``P @ V_blk`` with ``scipy.linalg.cython_blas``
-(s/dgemm; BLAS held to one thread meanwhile) and the online softmax in between (C below: a float32
-``exp2`` polynomial that vectorises, compiled for AVX-512 / AVX2 / baseline and picked at run time).
-Extra memory is O(block) per thread.
+``S^T = K_blk @ Q_blk^T`` and the update ``P @ V_blk`` with BLAS (s/dgemm: scipy's OpenBLAS with the
+``blas`` extra, held to one thread meanwhile, else the portable loops of kernels/_blas_ptrs.pxi) and
+the online softmax in between (C below: a float32 ``exp2`` polynomial that vectorises, compiled for
+AVX-512 / AVX2 / baseline and picked at run time). Extra memory is O(block) per thread.
 """
 import math
 
@@ -14,11 +14,12 @@ import numpy as np
 from cython.parallel cimport prange, threadid
 from libc.stdint cimport int64_t
 from libc.math cimport INFINITY
-from scipy.linalg.cython_blas cimport dgemm, sgemm
 
 from seqjit.kernels._threads import get_num_threads
 from . import spec
 from ._blas import single_threaded_blas, tile_sizes
+
+include "../_blas_ptrs.pxi"
 
 cdef extern from *:
     """

@@ -18,9 +18,13 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from seqjit.kernels import _scipy_blas
+
 from . import spec
 from ._blas import single_threaded_blas, tile_sizes
 from ._fastexp import exp2_nonpos
+
+_scipy_blas.require("the Numba attention kernel (np.dot)")
 
 _LOG2E = 1.0 / math.log(2.0)
 # reassociation lets LLVM vectorise sums; no 'nnan'/'ninf': -inf marks "no key seen yet"

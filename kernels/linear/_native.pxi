@@ -5,11 +5,12 @@
 # product of BLAS_MIN_MACS multiply-adds or more, planned with threads and given more than one,
 # goes to BLAS sgemm written in place (see cython_cpu.pyx for the column-major trick), then bias +
 # activation: BLAS threads are process-wide, and a caller held to one thread (a part of a batch
-# split over threads) must not start them. BLAS is kept for large
+# split over threads) must not start them. Only scipy's OpenBLAS (the ``blas`` extra) is used
+# there: without it the kernels here run those products too (kernels/_blas_ptrs.pxi). BLAS is kept for large
 # products only: on 2-core VMs OpenBLAS took 200 us for a 10x128x512 product that the kernel
 # here does in 20.
 from cython.parallel cimport prange
-from scipy.linalg.cython_blas cimport sgemm
+include "_blas_ptrs.pxi"
 
 include "activations/_act.pxi"
 
@@ -115,7 +116,8 @@ cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const floa
     cdef int lda, ldxi = <int>ldx, ldyi = <int>ldy
     cdef char* ta
     cdef char* tn = b"N"
-    if M <= SJ_GEMV_MAX_ROWS or nthreads <= 1 or <double>M * N * K < BLAS_MIN_MACS or layout == LAYOUT_PACKED:
+    if M <= SJ_GEMV_MAX_ROWS or nthreads <= 1 or <double>M * N * K < BLAS_MIN_MACS or layout == LAYOUT_PACKED \
+            or not have_scipy_blas:
         if nthreads > 1:
             chunk = ((N + nthreads - 1) // nthreads + 15) // 16 * 16
             if layout == LAYOUT_PACKED:

@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""Cython CPU linear: BLAS (scipy.linalg.cython_blas sgemm/dgemm, sgemv/dgemv for one row) written
+"""Cython CPU linear: BLAS (sgemm/dgemm, sgemv/dgemv for one row: scipy's OpenBLAS with the ``blas``
+extra, else the portable loops of kernels/_sj_blas_fallback.h, see kernels/_blas_ptrs.pxi) written
 straight into the output, then the bias + activation epilogue over the block just written, while it
-is in cache. BLAS threads the GEMM (``seqjit.set_num_threads`` sets its thread count); the epilogue
+is in cache. OpenBLAS threads the GEMM (``seqjit.set_num_threads`` sets its thread count); the epilogue
 runs on the calling thread.
 
 Row-major ``out[M, N] = x[M, K] @ W^T`` is, in BLAS's column-major terms, ``out^T = op(W) @ x^T``:
@@ -16,11 +17,11 @@ once per tile instead of once per few-row block.
 """
 import numpy as np
 from libc.string cimport memset
-from scipy.linalg.cython_blas cimport sgemm, dgemm, sgemv, dgemv
 
 from . import spec
 
 include "../activations/_act.pxi"
+include "../_blas_ptrs.pxi"
 
 #: output bytes per block (GEMM, then its epilogue while the block is in cache). The epilogue runs
 #: on the calling thread: handing over between BLAS's threads and OpenMP's after every block costs

@@ -36,9 +36,12 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import get_cython_function_address, intrinsic
 
+from seqjit.kernels import _scipy_blas
 from seqjit.kernels.activations.numba_cpu import FASTMATH, activate
 
 from . import spec
+
+_scipy_blas.require("the Numba linear kernel")
 
 #: output bytes per block: small enough to stay in cache between the GEMM and its epilogue,
 #: large enough for BLAS to run at full speed

@@ -15,7 +15,9 @@ def _shifted(x2, m2):
     row_max = z.max(axis=-1, keepdims=True)  # NaN when a kept element is NaN
     broken = np.isnan(row_max) | (row_max == np.inf)
     empty = row_max == -np.inf
-    with np.errstate(invalid="ignore"):
+    # invalid: inf - inf in the broken rows; over: finite extremes (-3e38 - 3e38 in float32) round to
+    # -inf, the right answer (exp gives 0): neither is worth a warning in the caller's output
+    with np.errstate(invalid="ignore", over="ignore"):
         shifted = z - np.where(broken | empty, 0, row_max)
     return keep & ~empty, shifted, broken, empty
 

@@ -38,5 +38,6 @@ def test_markdown_says_why_the_pytorch_column_is_empty():
 
     rows = [{"model": "gru", "engine": "seqjit", "batch": 1, "words_per_s": 100.0}]
     assert "n/a: PyTorch is not installed" in markdown(rows)
+    assert "pip install 'seqjit[bench]'" in markdown(rows)  # the extra pins the torch the peer is measured with
     both = rows + [{"model": "gru", "engine": "pytorch", "batch": 1, "words_per_s": 50.0}]
     assert "not installed" not in markdown(both) and "2.00x" in markdown(both)

@@ -32,11 +32,13 @@ def default_png() -> Path:
 
 
 def run_demo(*, words=None, png=None, backend=None, out=print) -> int:
-    from seqjit.g2p.heatmap import ascii_heatmap, save_heatmaps
+    from seqjit.g2p.heatmap import PLOT_HINT, ascii_heatmap, png_available, require_png, save_heatmaps
     from seqjit.g2p.predictor import BUNDLED, DEFAULT_BACKEND, G2P, TITLES
 
-    if png is not None and not Path(png).parent.is_dir():  # said now, not after the demo ran; never created
-        raise FileNotFoundError(f"--png {png}: the directory {Path(png).parent} does not exist")
+    if png is not None:  # said now, not after the demo ran
+        require_png(f"--png {png}")
+        if not Path(png).parent.is_dir():  # never created
+            raise FileNotFoundError(f"--png {png}: the directory {Path(png).parent} does not exist")
     started = time.perf_counter()
     labels = dict(EXAMPLES) if words is None else {}
     words = [w for w, _ in EXAMPLES] if words is None else list(words)
@@ -86,8 +88,10 @@ def run_demo(*, words=None, png=None, backend=None, out=print) -> int:
         out(ascii_heatmap(list(heat_word), p.phonemes, p.attention))
         out("")
         panels.append((TITLES[name], list(heat_word), p.phonemes, p.attention))
-    if panels:
+    if panels and png_available():
         path = save_heatmaps(png or default_png(), panels)
         out(f"heatmap PNG: {path}")
+    elif panels:  # the plain demo runs without the plot extra; an explicit --png was refused above
+        out(f"heatmap PNG: not written (needs matplotlib: {PLOT_HINT})")
     out(f"total {time.perf_counter() - started:.2f} s; more: seqjit g2p WORD..., seqjit demo --kernel")
     return 0

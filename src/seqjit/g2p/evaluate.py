@@ -67,7 +67,10 @@ def markdown_table(evaluations) -> str:
 
 
 def plot(evaluations, path) -> None:
-    """WER against word length, one line per model (PNG; needs matplotlib)."""
+    """WER against word length, one line per model (PNG; needs matplotlib: the ``plot`` extra)."""
+    from seqjit.g2p.heatmap import require_png
+
+    require_png("the WER-by-length plot")
     import matplotlib
 
     matplotlib.use("Agg")

@@ -5,6 +5,7 @@ letter while producing that phoneme.
 """
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -26,15 +27,33 @@ def ascii_heatmap(letters, phonemes, weights) -> str:
     return "\n".join(lines)
 
 
-def save_heatmaps(path, panels) -> Path:
-    """Write one PNG with a heatmap per panel: ``(title, letters, phonemes, weights)``. Needs matplotlib."""
-    try:
-        import matplotlib
+#: how to install what PNG output needs
+PLOT_HINT = "pip install 'seqjit[plot]'"
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError("writing a PNG heatmap needs matplotlib: pip install matplotlib") from None
+
+def png_available() -> bool:
+    """True when matplotlib (the optional ``plot`` extra) can be imported, so PNGs can be written."""
+    try:
+        return importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):  # a broken or blocked matplotlib entry in sys.modules
+        return False
+
+
+def require_png(what: str = "writing a PNG heatmap") -> None:
+    """Raise ModuleNotFoundError naming the ``plot`` extra unless matplotlib is installed."""
+    if not png_available():
+        raise ModuleNotFoundError(f"{what} needs matplotlib, which is not installed: {PLOT_HINT}")
+
+
+def save_heatmaps(path, panels) -> Path:
+    """Write one PNG with a heatmap per panel: ``(title, letters, phonemes, weights)``. Needs matplotlib
+    (the ``plot`` extra)."""
+    require_png()
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     path = Path(path)  # its directory must exist: a mistyped path is not created silently
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 4.5), squeeze=False)
     for ax, (title, letters, phonemes, weights) in zip(axes[0], panels):

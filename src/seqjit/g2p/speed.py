@@ -180,5 +180,5 @@ def markdown(rows) -> str:
         lines.append(f"| {TITLES[model]} | {batch} | {value:.0f} | {peer:.0f} | {ratio} |" if peer else
                      f"| {TITLES[model]} | {batch} | {value:.0f} | n/a | n/a |")
     if not any(engine == "pytorch" for _, engine, _ in keyed):
-        lines += ["", "n/a: PyTorch is not installed, so there is no peer to measure against (pip install torch)"]
+        lines += ["", "n/a: PyTorch is not installed, so there is no peer to measure against (pip install 'seqjit[bench]')"]
     return "\n".join(lines)
