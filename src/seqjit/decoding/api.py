@@ -24,7 +24,7 @@ from .greedy import greedy_search
 from .greedy_runner import RunnerPool
 from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .native_stream import native_stream
-from .options import DecodingOptions, document_options, unknown_options_message
+from .options import SUPPRESSION_OPTIONS, DecodingOptions, document_options, unknown_options_message
 from .results import GenerationResult, StepToken
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
@@ -136,20 +136,34 @@ def _options(kwargs) -> DecodingOptions:
 
 
 def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
-    """``opts`` with the model's forced-token rules (its config's ``forced_bos_id`` / ``forced_eos_id``)
-    where the caller gave none; a forced token outside the target vocabulary is a ValueError."""
+    """``opts`` with the model's decoding rules where the caller gave none (None): its config's
+    ``forced_bos_id`` / ``forced_eos_id`` and suppression rules (``suppress_tokens``,
+    ``begin_suppress_tokens``, ``bad_words_ids``, ``suppress_pad_token``); a token outside the target
+    vocabulary is a ValueError naming the option."""
     config = getattr(model, "config", None)
-    bos = opts.forced_bos_id if opts.forced_bos_id is not None else getattr(config, "forced_bos_id", None)
-    eos = opts.forced_eos_id if opts.forced_eos_id is not None else getattr(config, "forced_eos_id", None)
-    if bos is None and eos is None:
-        return opts
+    changes = {}
+    for name in ("forced_bos_id", "forced_eos_id") + SUPPRESSION_OPTIONS:
+        if getattr(opts, name) is None:
+            own = getattr(config, name, None)
+            if own is None and name in SUPPRESSION_OPTIONS:
+                own = True if name == "suppress_pad_token" else ()
+            if own is not None:
+                changes[name] = tuple(tuple(w) for w in own) if name == "bad_words_ids" else \
+                    tuple(own) if isinstance(own, (list, tuple)) else own
+    if changes:
+        opts = dataclasses.replace(opts, **changes)
     vocab = model.target_vocab_size
-    for name, token in (("forced_bos_id", bos), ("forced_eos_id", eos)):
-        if token is not None and vocab is not None and token >= vocab:
-            raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
-    if (bos, eos) == (opts.forced_bos_id, opts.forced_eos_id):
-        return opts
-    return dataclasses.replace(opts, forced_bos_id=bos, forced_eos_id=eos)
+    if vocab is not None:
+        for name in ("forced_bos_id", "forced_eos_id"):
+            token = getattr(opts, name)
+            if token is not None and token >= vocab:
+                raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
+        for name, tokens in (("suppress_tokens", opts.suppress_tokens), ("begin_suppress_tokens", opts.begin_suppress_tokens),
+                             ("bad_words_ids", [t for w in opts.bad_words_ids for t in w])):
+            outside = [t for t in tokens if t >= vocab]
+            if outside:
+                raise ValueError(f"{name} holds token id {outside[0]}, outside the target vocabulary [0, {vocab})")
+    return opts
 
 
 def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int, width: int) -> DecodingOptions:
@@ -169,9 +183,15 @@ def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int,
     return checked[0]
 
 
-def _suppressed(model) -> tuple:
-    """Tokens never generated: the padding token (as ``transformers`` does for Marian)."""
-    return (model.pad_id,) if model.pad_id is not None and model.pad_id != model.eos_id else ()
+def _suppressed(model, opts: DecodingOptions) -> tuple:
+    """Tokens never generated (the options resolved by :func:`resolve_rules`): ``suppress_tokens``,
+    the one-token ``bad_words_ids`` (but the end token, as ``transformers``) and the padding token
+    unless ``suppress_pad_token`` is False (or it is the end token)."""
+    eos, pad = model.eos_id, model.pad_id
+    banned = set(opts.suppress_tokens or ()) | {w[0] for w in opts.bad_words_ids or () if len(w) == 1 and w[0] != eos}
+    if opts.suppress_pad_token is not False and pad is not None and pad != eos:
+        banned.add(pad)
+    return tuple(sorted(int(t) for t in banned))
 
 
 def _check_vocab(model, ids, lengths):
@@ -288,8 +308,8 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
         with _pools_lock:
-            pool = model.__dict__.setdefault("_greedy_runners", RunnerPool(_banned(model)))
-    results = pool.decode(model, ids, lens, opts)
+            pool = model.__dict__.setdefault("_greedy_runners", RunnerPool())
+    results = pool.decode(model, ids, lens, opts, np.array(_suppressed(model, opts), np.int64))
     if results is not None and not opts.return_scores:
         for res in results:
             res.scores = None
@@ -300,10 +320,6 @@ def _runs_base_decode(cls) -> bool:
     """Whether ``cls`` starts and feeds its steps as the base class does (what a runner replays)."""
     return issubclass(cls, Seq2SeqModel) and all(
         getattr(cls, name) is getattr(Seq2SeqModel, name) for name in ("start", "start_from", "step_feeds", "step"))
-
-
-def _banned(model) -> np.ndarray:
-    return np.array(sorted(set(int(t) for t in _suppressed(model))), np.int64)
 
 
 #: a batch of at least ``COMPACT_MIN_ROWS`` rows is padded to a multiple of this many source
@@ -354,15 +370,15 @@ def _decode(model, state, opts, callback, sources=None) -> list:
     (:func:`~seqjit.decoding.greedy.greedy_search`), which draws from the same stream."""
     if opts.beam_size > 1:
         if native_beam.eligible(model, opts) and getattr(model, "replay", None) != "python":
-            results = native_beam.native_beam(model, state, opts, _suppressed(model))
+            results = native_beam.native_beam(model, state, opts, _suppressed(model, opts))
             if results is not None:
                 return results
-        return beam_search(model, state, opts, suppressed=_suppressed(model))
+        return beam_search(model, state, opts, suppressed=_suppressed(model, opts))
     if native_greedy.eligible(model, opts, callback):
-        results = native_greedy.native_greedy(model, state, opts, _suppressed(model), sources)
+        results = native_greedy.native_greedy(model, state, opts, _suppressed(model, opts), sources)
         if results is not None:
             return results
-    return _drain(greedy_search(model, state, opts, suppressed=_suppressed(model), on_token=callback,
+    return _drain(greedy_search(model, state, opts, suppressed=_suppressed(model, opts), on_token=callback,
                                 stream=callback is not None, need_scores=opts.return_scores or callback is not None,
                                 sources=sources))
 
@@ -403,9 +419,9 @@ def generate_stream(model, source, **options):
         tokens = None
         if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None) \
                 and not opts.forces_tokens:
-            tokens = native_stream(model, state, opts, _suppressed(model))
+            tokens = native_stream(model, state, opts, _suppressed(model, opts))
         if tokens is None:
-            tokens = greedy_search(model, state, opts, suppressed=_suppressed(model))
+            tokens = greedy_search(model, state, opts, suppressed=_suppressed(model, opts))
         yield from tokens
     finally:
         state.close()

@@ -350,6 +350,9 @@ class Seq2SeqModel:
         no_repeat_ngram_size=0, sampling_topk=1 (greedy; 0 samples from every token),
         sampling_topp=1.0, sampling_temperature=1.0, seed=None, forced_bos_id=None (the model's:
         the target language of mBART-50/M2M100/NLLB), forced_eos_id=None (the model's),
+        suppress_tokens=None, begin_suppress_tokens=None, bad_words_ids=None (token ids never
+        generated, banned at the first step, sequences banned; None: the model's, from its
+        config), suppress_pad_token=None (the model's, else True: the pad token is never generated),
         return_scores=False, return_attention=False.
         """
         from seqjit.decoding import generate
