@@ -14,6 +14,11 @@ Two input forms:
   ``config.json``, are read as model files are (:mod:`seqjit.models.files`): regular files inside the
   directory, of bounded size; one present but unreadable (a FIFO, a link leaving the directory) is an
   error, never skipped.
+- text, when the directory has no ``source.spm`` but a Hugging Face ``tokenizer.json`` (BART, mBART,
+  M2M100/NLLB, Pegasus, T5): encoded and decoded as ``transformers``' tokenizer from that file does
+  (:mod:`seqjit.commands.hf_tokenizer`; the optional extra ``seqjit[hf-tokenizers]``).
+  ``--target-lang CODE`` (``deu_Latn``, ``de``, ``de_DE``) makes that language's token the first
+  generated one (the forced BOS token of NLLB, M2M100 and mBART-50).
 
 Sources are batched by tokens (:func:`seqjit.commands.batching.process`); every output line is
 written and flushed as soon as all earlier ones are out. A line that cannot be used (not UTF-8, a
@@ -35,6 +40,7 @@ from pathlib import Path
 
 from seqjit.commands import ray_run
 from seqjit.commands.batching import Record, count_lines, process, read_lines
+from seqjit.commands.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
 from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal, quoted
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.commands.scores import both_scores, output_length
@@ -72,6 +78,9 @@ def register(subparsers) -> None:
                         "the length), \"hypotheses\" (the n-best) and \"error\" (default: text)")
     p.add_argument("--num-hypotheses", type=int, default=1, metavar="N",
                    help="n-best per source, with --format json and --beam-size of at least N (default: 1)")
+    p.add_argument("--target-lang", default=None, metavar="CODE",
+                   help="the output language of a many-to-many model read with a tokenizer.json (NLLB deu_Latn, "
+                        "M2M100 de, mBART-50 de_DE): its token is forced as the first generated token")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray_run.add_arguments(p)
     p.set_defaults(func=run)
@@ -278,6 +287,14 @@ def run(args) -> int:
     codec = None
     if not args.ids and tokenizer_file(directory, "source.spm") is not None:
         codec = TextCodec(directory, model)
+    elif not args.ids and tokenizer_file(directory, TOKENIZER_JSON) is not None:
+        codec = HFTokenizerCodec(directory, model)
+    target_lang = getattr(args, "target_lang", None)
+    forced = {}
+    if target_lang is not None:
+        if not isinstance(codec, HFTokenizerCodec):
+            raise ValueError(f"--target-lang needs text read with a {TOKENIZER_JSON} (none in {directory}, or --ids given)")
+        forced = dict(forced_bos_id=codec.target_language_id(target_lang))
 
     max_positions = getattr(model.config, "max_positions", None)
     max_length = args.max_length
@@ -285,7 +302,8 @@ def run(args) -> int:
         max_length = 256 if max_positions is None else min(256, max_positions)
     elif max_positions is not None and max_length > max_positions:
         raise ValueError(f"--max-length {max_length} exceeds the model's max_positions ({max_positions})")
-    options = dict(beam_size=args.beam_size, max_length=max_length, num_hypotheses=hypotheses, return_scores=json_out)
+    options = dict(beam_size=args.beam_size, max_length=max_length, num_hypotheses=hypotheses, return_scores=json_out,
+                   **forced)
 
     def run_batch(items):
         try:
