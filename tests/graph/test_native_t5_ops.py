@@ -131,15 +131,22 @@ def test_biased_attention(causal, lq, lk, bias_batch, scale, isa):
     np.testing.assert_allclose(out, want, **TOL)
 
 
+@pytest.mark.parametrize("int8", [False, True])
 @pytest.mark.parametrize("kind", ["relu", "gated_gelu"])
-def test_t5_plans_lower_with_no_python_callback(kind, tmp_path):
-    """Every node of a T5 model's encoder, decoder step and full decoder runs natively."""
+def test_t5_plans_lower_with_no_python_callback(kind, int8, tmp_path):
+    """Every node of a T5 model's encoder, decoder step and full decoder runs natively (int8: every
+    projection quantized, the gated FFN's two input projections included)."""
     import seqjit
 
     from ..models.test_hf_t5 import KINDS, tiny_t5
 
     tiny_t5(tmp_path, **KINDS[kind])
     model = seqjit.from_hf(tmp_path)
+    if int8:
+        model = seqjit.quantize(model, "int8")
+        linears = [n for n in model.weights if n.endswith((".fc1.weight", ".fc1_gate.weight", "_proj.weight"))]
+        assert all(model.weights[n].dtype == np.int8 for n in linears)
+        assert any(".fc1_gate." in n for n in linears) == (kind == "gated_gelu")
     src = np.array([[5, 6, 7, 8, 1], [9, 10, 1, 0, 0]], np.int64)
     lengths = np.array([5, 3], np.int64)
     state = model.start(src, lengths, max_length=6)
