@@ -66,9 +66,6 @@ def main() -> None:
 
     import seqjit
     from seqjit.convert import from_opennmt
-    from seqjit.decoding import api
-
-    api._suppressed = lambda model: ()  # OpenNMT-py bans no token (seqjit has no option for it yet)
     torch.set_num_threads(args.threads)
     seqjit.set_num_threads(args.threads)
     onmt_model, opt, vocabs = build(8000)

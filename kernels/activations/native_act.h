@@ -1,4 +1,5 @@
-/* float32 activations, recurrent gate rows, attention softmax rows and layer-norm rows for the
+/* float32 activations, recurrent gate rows, attention softmax rows (with an additive bias too),
+   layer-norm and RMS-norm rows and elementwise products for the
    native replay (seqjit.graph._native_vm), compiled for AVX-512, AVX2 + FMA and the baseline (the
    row loops vectorise: 16, 8 or 4 lanes) and picked at run time by CPU features (the dispatch of
    linear/native_gemv.h). Cython's own loops in this module are compiled for the baseline only
@@ -35,4 +36,14 @@ static void sj_softmax_row(float *s, int n, float scale) { SJ_DISPATCH(softmax_r
 static void sj_layer_norm_row(const float *x, float *y, int D, const float *g, const float *b, double eps) {
     SJ_DISPATCH(layer_norm_row, x, y, D, g, b, eps);
 }
+
+static void sj_softmax_bias_row(float *s, const float *bias, int n, float scale) {
+    SJ_DISPATCH(softmax_bias_row, s, bias, n, scale);
+}
+
+static void sj_rms_norm_row(const float *x, float *y, int D, const float *g, double eps) {
+    SJ_DISPATCH(rms_norm_row, x, y, D, g, eps);
+}
+
+static void sj_mul_row(const float *a, const float *b, float *y, ptrdiff_t n) { SJ_DISPATCH(mul_row, a, b, y, n); }
 #endif

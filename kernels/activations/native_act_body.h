@@ -118,3 +118,28 @@ static void SJ_NAME(layer_norm_row)(const float *x, float *y, int D, const float
     else if (b) for (int d = 0; d < D; d++) y[d] = (x[d] - mu) * inv + b[d];
     else for (int d = 0; d < D; d++) y[d] = (x[d] - mu) * inv;
 }
+
+/* softmax of s[0:n] * scale + bias[0:n] in place (the native attention's row with an additive
+   position bias, T5): scale and add, then the softmax of softmax_row at scale 1 */
+static void SJ_NAME(softmax_bias_row)(float *s, const float *bias, int n, float scale) {
+    for (int j = 0; j < n; j++) s[j] = s[j] * scale + bias[j];
+    SJ_NAME(softmax_row)(s, n, 1.0f);
+}
+
+/* rms_norm of one row (T5LayerNorm): mean of squares in float64 over 8 independent lanes, then
+   y = x * rsqrt(mean + eps) * g in float32; no mean subtracted, no bias */
+static void SJ_NAME(rms_norm_row)(const float *x, float *y, int D, const float *g, double eps) {
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const int nv = D - D % 8;
+    for (int d = 0; d < nv; d += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (double)x[d + j] * x[d + j];
+    for (int d = nv; d < D; d++) acc[0] += (double)x[d] * x[d];
+    const double ms = (((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]))) / D;
+    const float inv = (float)(1.0 / __builtin_sqrt(ms + eps));
+    for (int d = 0; d < D; d++) y[d] = x[d] * inv * g[d];
+}
+
+/* y[i] = a[i] * b[i] (the gated FFN's product; y may be a or b) */
+static void SJ_NAME(mul_row)(const float *a, const float *b, float *y, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = a[i] * b[i];
+}

@@ -1,6 +1,7 @@
 # Native attention for the replay VM (decode and short encoder shapes): ``include "attention/_native.pxi"``.
 # One (batch, head, query) row at a time: scores over the visible keys (the prefix rule of spec.py),
-# softmax, weighted sum of v. Strides in elements for the batch, head and length axes; the last
+# softmax (of scores * scale + a row of the additive bias when there is one: T5's relative position
+# bias, the op biased_attention), weighted sum of v. Strides in elements for the batch, head and length axes; the last
 # axis is contiguous.
 from libc.stdint cimport int64_t
 
@@ -22,13 +23,23 @@ cdef inline float _dot_lanes(const float* a, const float* b, int n) noexcept nog
     return s
 
 
+cdef inline void _softmax(float* s, int n, float scale, const float* bias, Py_ssize_t at) noexcept nogil:
+    """A row's softmax (activations/native_act.h, per instruction set), with ``bias + at`` added."""
+    if bias == NULL:
+        sj_softmax_row(s, n, scale)
+    else:
+        sj_softmax_bias_row(s, bias + at, n, scale)
+
+
 cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssize_t ql,
                            const float* k, Py_ssize_t kb, Py_ssize_t kh, Py_ssize_t kl,
                            const float* v, Py_ssize_t vb, Py_ssize_t vh, Py_ssize_t vl,
                            float* o, Py_ssize_t ob, Py_ssize_t oh, Py_ssize_t ol,
                            const int64_t* lengths, int B, int H, int Lq, int Lk, int D, int Dv,
-                           bint causal, float scale, float* scores) noexcept nogil:
-    """``scores``: scratch of Lq * Lk floats. Where the rows of q, k, v and out are contiguous (the
+                           bint causal, float scale, float* scores,
+                           const float* bias=NULL, Py_ssize_t bb=0, Py_ssize_t bh=0, Py_ssize_t bl=0) noexcept nogil:
+    """``scores``: scratch of Lq * Lk floats. ``bias``: NULL, or added to the scaled scores before the
+    softmax, row (b, h, i) at ``bias + b * bb + h * bh + i * bl`` (bb 0: one bias for the batch). Where the rows of q, k, v and out are contiguous (the
     planned layouts), a (batch, head) pair is two products of the GEMV kernels (scores = Q K^T
     over the visible keys, out = P V) around the softmax; otherwise one row at a time."""
     cdef int b, h, i, j, d, vis, vmax
@@ -53,7 +64,7 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
                 sj_gemv_rows(q + b * qb + h * qh, D, Lq, kbh, D, NULL, scores, Lk, 0, vmax)
                 if not causal and Lq > 1:  # every row sees the same keys: one product P V for all rows
                     for i in range(Lq):
-                        sj_softmax_row(scores + i * Lk, vmax, scale)
+                        _softmax(scores + i * Lk, vmax, scale, bias, b * bb + h * bh + i * bl)
                     sj_gemv_rows_in_out(scores, Lk, Lq, vbh, vmax, Dv, NULL, o + b * ob + h * oh, ol, 0, Dv)
                     continue
             for i in range(Lq):
@@ -70,7 +81,7 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
                     qr = q + b * qb + h * qh + i * ql
                     for j in range(vis):
                         srow[j] = _dot_lanes(qr, kbh + j * kl, D)
-                sj_softmax_row(srow, vis, scale)  # activations/native_act.h, per instruction set
+                _softmax(srow, vis, scale, bias, b * bb + h * bh + i * bl)
                 if rows:
                     sj_gemv_rows_in_out(srow, Lk, 1, vbh, vis, Dv, NULL, orow, Dv, 0, Dv)
                 else:

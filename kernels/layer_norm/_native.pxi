@@ -1,4 +1,4 @@
-# Native layer_norm for the replay VM: ``include "layer_norm/_native.pxi"`` after linear/_native.pxi.
+# Native layer_norm and rms_norm (T5) for the replay VM: ``include "layer_norm/_native.pxi"`` after linear/_native.pxi.
 # Each row by sj_layer_norm_row (activations/native_act.h, compiled per instruction set): mean and
 # variance in float64 (as the reference), two passes over a row that is in L1, each over 8
 # independent lanes.
@@ -9,3 +9,11 @@ cdef void native_layer_norm(const float* x, Py_ssize_t ldx, float* y, Py_ssize_t
     cdef int m
     for m in range(M):
         sj_layer_norm_row(x + m * ldx, y + m * ldy, D, g, b, eps)
+
+
+cdef void native_rms_norm(const float* x, Py_ssize_t ldx, float* y, Py_ssize_t ldy, int M, int D,
+                          const float* g, double eps) noexcept nogil:
+    """T5's RMS norm of each row (sj_rms_norm_row: mean of squares in float64, no mean, no bias)."""
+    cdef int m
+    for m in range(M):
+        sj_rms_norm_row(x + m * ldx, y + m * ldy, D, g, eps)

@@ -21,6 +21,9 @@ cdef extern from "activations/native_act.h" nogil:
     void sj_lstm_gates_row(const float *xr, float *hr, const float *c, float *h_out, float *c_out, int H)
     void sj_softmax_row(float *s, int n, float scale)
     void sj_layer_norm_row(const float *x, float *y, int D, const float *g, const float *b, double eps)
+    void sj_softmax_bias_row(float *s, const float *bias, int n, float scale)
+    void sj_rms_norm_row(const float *x, float *y, int D, const float *g, double eps)
+    void sj_mul_row(const float *a, const float *b, float *y, Py_ssize_t n)
 
 cdef extern from "linear/native_gemv.h" nogil:
     int SJ_GEMV_MAX_ROWS

@@ -87,7 +87,7 @@ def test_idle_runners_are_bounded(pairs, monkeypatch):
     """Idle runners past MAX_IDLE_BYTES (their plans and KV caches) or MAX_SHAPES are dropped, least
     recently used first, their plans given back; the most recent shape always stays."""
     native, python, high = pairs["g2p-transformer"]
-    pool = runner_pool.RunnerPool(np.zeros(0, np.int64))
+    pool = runner_pool.RunnerPool()
     released, real_close = [], greedy_runner.GreedyRunner.close
 
     def close(self):
@@ -100,7 +100,7 @@ def test_idle_runners_are_bounded(pairs, monkeypatch):
 
     def decode(width):
         ids, lens = pad_sources(_sources(native, high, 1, width), native.pad_id)
-        return pool.decode(native, ids, lens, opts)
+        return pool.decode(native, ids, lens, opts, np.zeros(0, np.int64))
     decode(3)
     first = pool._idle_bytes
     assert first > 0 and not released

@@ -64,7 +64,7 @@ def _both(model, sources, **kw):
     """(native results, reference results) for one batch of ``sources``."""
     opts = DecodingOptions(**{"max_length": 24, **kw}).validate()
     ids, lens = pad_sources(sources, model.pad_id)
-    suppressed = suppressed_tokens(model)
+    suppressed = suppressed_tokens(model, opts)
     out = []
     for search in (native_beam.native_beam, lambda m, s, o, sup: beam_search(m, s, o, suppressed=sup)):
         state = model.start(ids, lens, max_length=opts.max_length)

@@ -18,7 +18,11 @@ VALID = dict(max_length=st.integers(1, 12), min_length=st.integers(0, 4), beam_s
              num_hypotheses=st.just(1), length_penalty=st.floats(0, 2), repetition_penalty=st.floats(1, 2),
              no_repeat_ngram_size=st.integers(0, 3), sampling_topk=st.integers(0, 5),
              sampling_topp=st.floats(0.1, 1), sampling_temperature=st.floats(0.5, 2), seed=st.integers(0, 5),
-             forced_bos_id=st.integers(0, 10), forced_eos_id=st.integers(0, 10), return_scores=st.booleans(), return_attention=st.booleans())
+             forced_bos_id=st.integers(0, 10), forced_eos_id=st.integers(0, 10), return_scores=st.booleans(), return_attention=st.booleans(),
+             suppress_tokens=st.lists(st.integers(0, 10), max_size=3),
+             begin_suppress_tokens=st.lists(st.integers(0, 10), max_size=3),
+             bad_words_ids=st.lists(st.lists(st.integers(0, 10), min_size=1, max_size=3), max_size=2),
+             suppress_pad_token=st.booleans())
 
 
 @pytest.fixture(scope="module")
@@ -67,5 +71,7 @@ def test_bad_options_and_sources_give_a_clear_error_or_a_correct_result(model, o
         for ids in r.ids:
             assert len(ids) <= opts.max_length
             assert all(0 <= t < vocab for t in ids)
+            forced = {opts.forced_bos_id, opts.forced_eos_id}  # forced tokens override suppression, as in transformers
+            assert not (set(ids) & set(opts.suppress_tokens or ())) - forced, (ids, opts)
         if opts.return_scores:
             assert all(np.isfinite(s) or s == -np.inf for s in r.scores)

@@ -182,7 +182,7 @@ def test_one_pass_teacher_forcing_where_no_step_depends_on_the_last():
 
 def test_save_load_round_trip(tmp_path):
     _, model = build("maxout")
-    model = type(model)(model.config.replace(suppress_tokens=[3], suppress_pad=False), model.weights)
+    model = type(model)(model.config.replace(suppress_tokens=[3], suppress_pad_token=False), model.weights)
     src, lengths, tgt = batch()
     model.save(tmp_path / "m")
     loaded = seqjit.load(tmp_path / "m")

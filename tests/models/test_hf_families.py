@@ -137,8 +137,11 @@ def _edit(path, name, **changes):
 
 
 @pytest.mark.parametrize("name,changes,match", [
-    ("generation_config.json", {"suppress_tokens": [5]}, "generation_config.json: 'suppress_tokens' is not supported"),
-    ("generation_config.json", {"bad_words_ids": [[5, 6]]}, "'bad_words_ids'.*not supported"),
+    ("generation_config.json", {"forced_decoder_ids": [[1, 5]]}, "generation_config.json: 'forced_decoder_ids' is not "
+                                                                 "supported"),
+    ("generation_config.json", {"bad_words_ids": [5, 6]}, "'bad_words_ids' must be a list of token-id lists"),
+    ("generation_config.json", {"suppress_tokens": ["a"]}, "'suppress_tokens' must be a list of token ids"),
+    ("generation_config.json", {"suppress_tokens": [500]}, r"suppress_tokens must be a list of token ids in \[0, 96\)"),
     ("generation_config.json", {"eos_token_id": [2, 5]}, "'eos_token_id' lists several tokens"),
     ("config.json", {"is_decoder": True}, "config.json: 'is_decoder' true"),
     ("config.json", {"activation_function": "quick_gelu"}, "activation_function 'quick_gelu' is not supported"),

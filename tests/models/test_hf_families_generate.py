@@ -20,7 +20,8 @@ def _sources(n, vocab, seed):
 
 def hf_generate(hf, model, sources, **kwargs):
     """(ids without the start and end tokens, score) per source from transformers' generate; padding
-    is never generated (seqjit bans the pad token, as transformers does for Marian)."""
+    is never generated (seqjit bans the pad token, as transformers does for Marian) unless
+    ``bad_words_ids`` is given (None: none)."""
     pad = model.pad_id
     width = max(len(s) for s in sources)
     ids = torch.full((len(sources), width), pad, dtype=torch.long)
@@ -29,8 +30,11 @@ def hf_generate(hf, model, sources, **kwargs):
         ids[i, :len(s)] = torch.tensor(s)
         mask[i, :len(s)] = 1
     kwargs.setdefault("max_new_tokens", MAX_NEW)
+    bad = kwargs.pop("bad_words_ids", [[pad]])
+    if bad is not None:
+        kwargs["bad_words_ids"] = bad
     with torch.inference_mode():
-        out = hf.generate(input_ids=ids, attention_mask=mask, bad_words_ids=[[pad]], do_sample=False,
+        out = hf.generate(input_ids=ids, attention_mask=mask, do_sample=False,
                           return_dict_in_generate=True, output_scores=True, **kwargs)
     results = []
     for i, seq in enumerate(out.sequences[:, 1:].tolist()):

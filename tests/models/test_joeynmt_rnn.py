@@ -98,22 +98,14 @@ def cut(row) -> list:
 
 
 def recorded_bans(model) -> tuple:
-    """The bans the converted config records (``suppress_tokens``, ``suppress_pad``), which seqjit's
-    decoding options are to read (issue 23 item 3): set in place of seqjit's fixed pad ban, they
-    must give the toolkit's own searches."""
+    """The bans the converted config records (``suppress_tokens``, ``suppress_pad_token``), which seqjit's
+    decoding reads (``resolve_rules``): with them, seqjit's searches must give the toolkit's own."""
     c = model.config
-    return tuple(c.suppress_tokens or ()) + ((c.pad_id,) if c.suppress_pad else ())
-
-
-@pytest.fixture
-def joey_bans(monkeypatch):
-    from seqjit.decoding import api
-
-    monkeypatch.setattr(api, "_suppressed", recorded_bans)
+    return tuple(c.suppress_tokens or ()) + ((c.pad_id,) if c.suppress_pad_token else ())
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_joeynmt_model_matches(name, joey_bans):
+def test_joeynmt_model_matches(name):
     joey, cfg, model = build(name)
     assert recorded_bans(model) == (BOS, PAD)  # JoeyNMT's searches ban <s> and <pad>
     ids, lengths = sources()

@@ -96,23 +96,15 @@ def translate(onmt_model, ids, lengths, beam_size):
 
 
 def recorded_bans(model) -> tuple:
-    """The bans the converted config records (``suppress_tokens``, ``suppress_pad``), which seqjit's
-    decoding options are to read (issue 23 item 3): set in place of seqjit's fixed pad ban, they
-    must give the toolkit's own searches."""
+    """The bans the converted config records (``suppress_tokens``, ``suppress_pad_token``), which seqjit's
+    decoding reads (``resolve_rules``): with them, seqjit's searches must give the toolkit's own."""
     c = model.config
-    return tuple(c.suppress_tokens or ()) + ((c.pad_id,) if c.suppress_pad else ())
-
-
-@pytest.fixture
-def onmt_bans(monkeypatch):
-    from seqjit.decoding import api
-
-    monkeypatch.setattr(api, "_suppressed", recorded_bans)
+    return tuple(c.suppress_tokens or ()) + ((c.pad_id,) if c.suppress_pad_token else ())
 
 
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.filterwarnings("ignore")
-def test_opennmt_model_matches(name, onmt_bans):
+def test_opennmt_model_matches(name):
     onmt_model, opt, model = build(name)
     assert recorded_bans(model) == ()  # OpenNMT-py's searches ban nothing
     ids, lengths = sources()

@@ -2,7 +2,7 @@
 
 - SRC a Hugging Face MarianMT directory (``config.json`` with ``model_type`` + ``model.safetensors``):
   :func:`seqjit.from_hf`; its tokenizer files (``source.spm``, ``target.spm``, ``vocab.json``,
-  ``target_vocab.json``, ``tokenizer_config.json``) are copied too, so ``seqjit translate`` reads text.
+  ``target_vocab.json``, ``tokenizer_config.json``, ``tokenizer.json``) are copied too, so ``seqjit translate`` reads text.
   Like ``config.json`` they are read as model files are (:mod:`seqjit.models.files`: regular files
   inside SRC, of bounded size), all before anything is written.
 - SRC a ``.safetensors`` file holding a PyTorch state dict (read with safetensors' NumPy API, never
@@ -28,8 +28,9 @@ from seqjit.errors import ConfigError
 from seqjit.models.files import model_file, read_json, read_limited
 
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json",
-                   "special_tokens_map.json")
-#: the largest tokenizer file copied (the .spm models and vocab.json of a Marian model are 1-2 MiB)
+                   "special_tokens_map.json", "tokenizer.json")
+#: the largest tokenizer file copied (the .spm models and vocab.json of a Marian model are 1-2 MiB; NLLB-200's
+#: tokenizer.json about 17 MiB)
 TOKENIZER_MAX_BYTES = 64 << 20
 
 
@@ -209,4 +210,6 @@ def run(args) -> int:
         print(f"  wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
     if copied and "source.spm" in copied:
         print(f"  seqjit translate --model {out} reads text with its SentencePiece files")
+    elif copied and "tokenizer.json" in copied:
+        print(f"  seqjit translate --model {out} reads text with its tokenizer.json (pip install 'seqjit[hf-tokenizers]')")
     return 0

@@ -14,6 +14,11 @@ Two input forms:
   ``config.json``, are read as model files are (:mod:`seqjit.models.files`): regular files inside the
   directory, of bounded size; one present but unreadable (a FIFO, a link leaving the directory) is an
   error, never skipped.
+- text, when the directory has no ``source.spm`` but a Hugging Face ``tokenizer.json`` (BART, mBART,
+  M2M100/NLLB, Pegasus, T5): encoded and decoded as ``transformers``' tokenizer from that file does
+  (:mod:`seqjit.text.hf_tokenizer`; the optional extra ``seqjit[hf-tokenizers]``).
+  ``--target-lang CODE`` (``deu_Latn``, ``de``, ``de_DE``) makes that language's token the first
+  generated one (the forced BOS token of NLLB, M2M100 and mBART-50).
 
 Sources are batched by tokens (:func:`seqjit.text.batching.process`; the line rules and the codec:
 :mod:`seqjit.text`); every output line is
@@ -39,6 +44,7 @@ from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.commands.scores import both_scores, output_length
 from seqjit.text.batching import Failed, count_lines, process, read_lines
 from seqjit.text.lines import line_records, resolve_max_length
+from seqjit.text.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
 from seqjit.text.translation import codec_for, load_any
 
 
@@ -66,6 +72,9 @@ def register(subparsers) -> None:
                         "the length), \"hypotheses\" (the n-best) and \"error\" (default: text)")
     p.add_argument("--num-hypotheses", type=int, default=1, metavar="N",
                    help="n-best per source, with --format json and --beam-size of at least N (default: 1)")
+    p.add_argument("--target-lang", default=None, metavar="CODE",
+                   help="the output language of a many-to-many model read with a tokenizer.json (NLLB deu_Latn, "
+                        "M2M100 de, mBART-50 de_DE): its token is forced as the first generated token")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray_run.add_arguments(p)
     p.set_defaults(func=run)
@@ -117,9 +126,16 @@ def run(args) -> int:
     directory = Path(args.model)
     model = load_any(directory)
     codec = codec_for(directory, model, ids=args.ids)
+    target_lang = getattr(args, "target_lang", None)
+    forced = {}
+    if target_lang is not None:
+        if not isinstance(codec, HFTokenizerCodec):
+            raise ValueError(f"--target-lang needs text read with a {TOKENIZER_JSON} (none in {directory}, or --ids given)")
+        forced = dict(forced_bos_id=codec.target_language_id(target_lang))
     max_positions = getattr(model.config, "max_positions", None)
     max_length = resolve_max_length(args.max_length, max_positions)
-    options = dict(beam_size=args.beam_size, max_length=max_length, num_hypotheses=hypotheses, return_scores=json_out)
+    options = dict(beam_size=args.beam_size, max_length=max_length, num_hypotheses=hypotheses, return_scores=json_out,
+                   **forced)
 
     def run_batch(items):
         try:

@@ -34,8 +34,8 @@ Name map::
 
 The logits are the generator's (OpenNMT-py takes their log-softmax: the same ranking). Special ids
 default to OpenNMT-py's (``<unk>`` 0, ``<blank>`` 1, ``<s>`` 2, ``</s>`` 3). OpenNMT-py's searches
-ban no token: the config records ``suppress_pad=False`` for the decoding options to read (not
-applied yet: ``rnn_common``). Options seqjit does not
+ban no token: the config records ``suppress_pad_token=False``, which decoding reads as that option's
+default. Options seqjit does not
 run (the encoder's layer-mixing ``bridge``, ``context_gate``, ``coverage_attn``,
 ``sparsemax``, ``position_encoding``, source features, other encoder/decoder types, different
 encoder and decoder sizes) raise :class:`ConfigError` naming the option; a copy-attention model
@@ -81,7 +81,7 @@ def _options(opt: dict) -> dict:
                concat_order="context_first", concat_bias=attention == "mlp",
                attentional_activation=None if attention == "mlp" else "tanh",
                input_feeding=bool(opt.get("input_feed", 1)), pad_id=1, decoder_start_id=2, eos_id=3,
-               suppress_pad=False)
+               suppress_pad_token=False)
     if opt.get("encoder_type", "rnn") == "brnn":
         out["bridge"] = "concat"
     return out

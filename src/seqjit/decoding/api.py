@@ -50,6 +50,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
              length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
              sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
              seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
+             suppress_tokens: tuple | None = None, begin_suppress_tokens: tuple | None = None,
+             bad_words_ids: tuple | None = None, suppress_pad_token: bool | None = None,
              return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
     """Decode every source; returns one :class:`GenerationResult` per source, in order.
 
@@ -150,16 +152,12 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
         with _pools_lock:
-            pool = model.__dict__.setdefault("_greedy_runners", RunnerPool(_banned(model)))
-    results = pool.decode(model, ids, lens, opts)
+            pool = model.__dict__.setdefault("_greedy_runners", RunnerPool())
+    results = pool.decode(model, ids, lens, opts, np.array(suppressed_tokens(model, opts), np.int64))
     if results is not None and not opts.return_scores:
         for res in results:
             res.scores = None
     return results
-
-
-def _banned(model) -> np.ndarray:
-    return np.array(sorted(set(int(t) for t in suppressed_tokens(model))), np.int64)
 
 
 #: a batch of at least ``COMPACT_MIN_ROWS`` rows is padded to a multiple of this many source
@@ -210,15 +208,15 @@ def _decode(model, state, opts, callback, sources=None) -> list:
     (:func:`~seqjit.decoding.greedy.greedy_search`), which draws from the same stream."""
     if opts.beam_size > 1:
         if native_beam.eligible(model, opts) and getattr(model, "replay", None) != "python":
-            results = native_beam.native_beam(model, state, opts, suppressed_tokens(model))
+            results = native_beam.native_beam(model, state, opts, suppressed_tokens(model, opts))
             if results is not None:
                 return results
-        return beam_search(model, state, opts, suppressed=suppressed_tokens(model))
+        return beam_search(model, state, opts, suppressed=suppressed_tokens(model, opts))
     if native_greedy.eligible(model, opts, callback):
-        results = native_greedy.native_greedy(model, state, opts, suppressed_tokens(model), sources)
+        results = native_greedy.native_greedy(model, state, opts, suppressed_tokens(model, opts), sources)
         if results is not None:
             return results
-    return drain(greedy_search(model, state, opts, suppressed=suppressed_tokens(model), on_token=callback,
+    return drain(greedy_search(model, state, opts, suppressed=suppressed_tokens(model, opts), on_token=callback,
                                 stream=callback is not None, need_scores=opts.return_scores or callback is not None,
                                 sources=sources))
 
@@ -228,7 +226,9 @@ def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_
                     num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
                     no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
                     sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
-                    forced_eos_id: int | None = None, return_scores: bool = False, return_attention: bool = False,
+                    forced_eos_id: int | None = None, suppress_tokens: tuple | None = None,
+                    begin_suppress_tokens: tuple | None = None, bad_words_ids: tuple | None = None,
+                    suppress_pad_token: bool | None = None, return_scores: bool = False, return_attention: bool = False,
                     **unknown):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
 
@@ -249,9 +249,9 @@ def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_
         tokens = None
         if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None) \
                 and not opts.forces_tokens:
-            tokens = native_stream(model, state, opts, suppressed_tokens(model))
+            tokens = native_stream(model, state, opts, suppressed_tokens(model, opts))
         if tokens is None:
-            tokens = greedy_search(model, state, opts, suppressed=suppressed_tokens(model))
+            tokens = greedy_search(model, state, opts, suppressed=suppressed_tokens(model, opts))
         yield from tokens
     finally:
         state.close()

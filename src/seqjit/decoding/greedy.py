@@ -41,7 +41,7 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream
     attn_hist = [[] for _ in range(batch)]
     results: list = [None] * batch
     fast = not need_scores and not options.sampling and options.repetition_penalty == 1.0 \
-        and options.no_repeat_ngram_size == 0 and not options.forces_tokens
+        and options.no_repeat_ngram_size == 0 and not options.forces_tokens and not options.step_rules
     for t in range(options.max_length):
         out = model.step(state, history[:, -1], with_attention=options.return_attention, copy=False)
         logits, attention = out if options.return_attention else (out, None)

@@ -16,7 +16,7 @@ from seqjit.errors import UnknownOptionError
 from seqjit.kernels.sampling import philox
 from seqjit.models.contract import DEFAULT_MAX_LENGTH
 
-from .options import DecodingOptions, unknown_options_message
+from .options import SUPPRESSION_OPTIONS, DecodingOptions, unknown_options_message
 from .results import GenerationResult
 
 __all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_vocab", "finished",
@@ -142,25 +142,45 @@ def parse_options(kwargs) -> DecodingOptions:
 
 
 def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
-    """``opts`` with the model's forced-token rules (its config's ``forced_bos_id`` / ``forced_eos_id``)
-    where the caller gave none; a forced token outside the target vocabulary is a ValueError."""
+    """``opts`` with the model's decoding rules where the caller gave none (None): its config's
+    ``forced_bos_id`` / ``forced_eos_id`` and suppression rules (``suppress_tokens``,
+    ``begin_suppress_tokens``, ``bad_words_ids``, ``suppress_pad_token``); a token outside the target
+    vocabulary is a ValueError naming the option."""
     config = getattr(model, "config", None)
-    bos = opts.forced_bos_id if opts.forced_bos_id is not None else getattr(config, "forced_bos_id", None)
-    eos = opts.forced_eos_id if opts.forced_eos_id is not None else getattr(config, "forced_eos_id", None)
-    if bos is None and eos is None:
-        return opts
+    changes = {}
+    for name in ("forced_bos_id", "forced_eos_id") + SUPPRESSION_OPTIONS:
+        if getattr(opts, name) is None:
+            own = getattr(config, name, None)
+            if own is None and name in SUPPRESSION_OPTIONS:
+                own = True if name == "suppress_pad_token" else ()
+            if own is not None:
+                changes[name] = tuple(tuple(w) for w in own) if name == "bad_words_ids" else \
+                    tuple(own) if isinstance(own, (list, tuple)) else own
+    if changes:
+        opts = dataclasses.replace(opts, **changes)
     vocab = model.target_vocab_size
-    for name, token in (("forced_bos_id", bos), ("forced_eos_id", eos)):
-        if token is not None and vocab is not None and token >= vocab:
-            raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
-    if (bos, eos) == (opts.forced_bos_id, opts.forced_eos_id):
-        return opts
-    return dataclasses.replace(opts, forced_bos_id=bos, forced_eos_id=eos)
+    if vocab is not None:
+        for name in ("forced_bos_id", "forced_eos_id"):
+            token = getattr(opts, name)
+            if token is not None and token >= vocab:
+                raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
+        for name, tokens in (("suppress_tokens", opts.suppress_tokens), ("begin_suppress_tokens", opts.begin_suppress_tokens),
+                             ("bad_words_ids", [t for w in opts.bad_words_ids for t in w])):
+            outside = [t for t in tokens if t >= vocab]
+            if outside:
+                raise ValueError(f"{name} holds token id {outside[0]}, outside the target vocabulary [0, {vocab})")
+    return opts
 
 
-def suppressed_tokens(model) -> tuple:
-    """Tokens never generated: the padding token (as ``transformers`` does for Marian)."""
-    return (model.pad_id,) if model.pad_id is not None and model.pad_id != model.eos_id else ()
+def suppressed_tokens(model, opts: DecodingOptions) -> tuple:
+    """Tokens never generated (the options resolved by :func:`resolve_rules`): ``suppress_tokens``,
+    the one-token ``bad_words_ids`` (but the end token, as ``transformers``) and the padding token
+    unless ``suppress_pad_token`` is False (or it is the end token)."""
+    eos, pad = model.eos_id, model.pad_id
+    banned = set(opts.suppress_tokens or ()) | {w[0] for w in opts.bad_words_ids or () if len(w) == 1 and w[0] != eos}
+    if opts.suppress_pad_token is not False and pad is not None and pad != eos:
+        banned.add(pad)
+    return tuple(sorted(int(t) for t in banned))
 
 
 def check_vocab(model, ids, lengths) -> None:

@@ -28,11 +28,12 @@ MAX_BEAM = _native_vm.MAX_BEAM
 
 
 def eligible(model, options) -> bool:
-    """Beam search of a model whose step is the base class's, without attention output (a
-    vocabulary of one token has fewer than 2K candidates: the reference loop)."""
+    """Beam search of a model whose step is the base class's, without attention output or a
+    step-dependent suppression rule (``DecodingOptions.step_rules``; a vocabulary of one token has
+    fewer than 2K candidates: the reference loop)."""
     vocab = getattr(model, "target_vocab_size", None)
     return (declares(model, "native_step") and not profiler.active() and 1 < options.beam_size <= MAX_BEAM
-            and not options.return_attention and (vocab is None or vocab >= 2))
+            and not options.return_attention and not options.step_rules and (vocab is None or vocab >= 2))
 
 
 def _layout(time_axes: dict, names, arrays) -> np.ndarray:

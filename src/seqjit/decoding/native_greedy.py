@@ -29,7 +29,8 @@ from .results import GenerationResult
 
 
 def eligible(model, options, callback) -> bool:
-    """Greedy search or sampling with no repetition penalty, n-gram ban, attention or callback, of a
+    """Greedy search or sampling with no repetition penalty, n-gram ban, attention, callback or
+    step-dependent suppression rule (``DecodingOptions.step_rules``), of a
     model whose step is the base class's (a model that overrides ``step`` decodes through it, in the
     Python loop). Forced tokens are applied around the native loop: a forced first token
     (``forced_bos_id``) by one Python step before it, a forced last token (``forced_eos_id``) by
@@ -37,7 +38,7 @@ def eligible(model, options, callback) -> bool:
     log-probability is 0, as in the score processors)."""
     return (declares(model, "native_step") and callback is None and not profiler.active()
             and options.beam_size == 1 and options.repetition_penalty == 1.0
-            and options.no_repeat_ngram_size == 0 and not options.return_attention)
+            and options.no_repeat_ngram_size == 0 and not options.return_attention and not options.step_rules)
 
 
 #: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a

@@ -33,9 +33,22 @@ OPTION_HELP = {
                      "own (its config's forced_bos_id, if any)",
     "forced_eos_id": "the token forced at the last allowed step (max_length); None: the model's own (BART and Pegasus "
                      "force their end token)",
+    "suppress_tokens": "token ids never generated (transformers' suppress_tokens); None: the model's own (its config's, "
+                       "read from generation_config.json at conversion), () none",
+    "begin_suppress_tokens": "token ids banned at the first generated step only (after a forced first token: at the "
+                             "second, as transformers); None: the model's own",
+    "bad_words_ids": "token sequences never generated: a one-token entry is banned everywhere, a longer one's last "
+                     "token is banned right after its prefix (transformers' NoBadWordsLogitsProcessor; an entry that is "
+                     "just the end token is ignored, as there); None: the model's own",
+    "suppress_pad_token": "ban the padding token (seqjit's default, as transformers does for Marian); False lets it be "
+                          "generated (as OpenNMT-py and JoeyNMT decode); None: the model's own (its config's, else True)",
     "return_scores": "give each hypothesis its score (sum of token log-probabilities, length-penalised in beam search)",
     "return_attention": "give each hypothesis its attention over the source, one row per generated token",
 }
+
+
+#: the suppression options, whose None means "the model's own" (resolved by decoding.api.resolve_rules)
+SUPPRESSION_OPTIONS = ("suppress_tokens", "begin_suppress_tokens", "bad_words_ids", "suppress_pad_token")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +69,30 @@ class DecodingOptions:
     seed: int | None = None
     forced_bos_id: int | None = None
     forced_eos_id: int | None = None
+    # suppression rules (transformers' generation_config names; None: the model's own)
+    suppress_tokens: tuple | None = None
+    begin_suppress_tokens: tuple | None = None
+    bad_words_ids: tuple | None = None
+    suppress_pad_token: bool | None = None
     return_scores: bool = False
     return_attention: bool = False
+
+    def __post_init__(self):
+        # lists as tuples (the options are hashed); checked by validate
+        for name in ("suppress_tokens", "begin_suppress_tokens"):
+            value = getattr(self, name)
+            if isinstance(value, (list, np.ndarray)):
+                object.__setattr__(self, name, tuple(value.tolist() if isinstance(value, np.ndarray) else value))
+        words = self.bad_words_ids
+        if isinstance(words, (list, tuple)) and all(isinstance(w, (list, tuple)) for w in words):
+            object.__setattr__(self, "bad_words_ids", tuple(tuple(w) for w in words))
+
+    @property
+    def step_rules(self) -> bool:
+        """Whether a suppression rule depends on the step or the history (``begin_suppress_tokens``, a
+        ``bad_words_ids`` entry of several tokens): the score processors of the Python loops apply
+        those; the static bans (``suppress_tokens``, one-token bad words, the pad token) every loop."""
+        return bool(self.begin_suppress_tokens) or any(len(w) > 1 for w in self.bad_words_ids or ())
 
     @property
     def sampling(self) -> bool:
@@ -118,7 +153,27 @@ class DecodingOptions:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
+        self._validate_suppression()
         return self
+
+    def _validate_suppression(self) -> None:
+        def ids(name, value):
+            if not isinstance(value, tuple) or not all(isinstance(t, (int, np.integer)) and not isinstance(t, bool)
+                                                         and t >= 0 for t in value):
+                raise ValueError(f"{name} must be a list of non-negative token ids or None, got {str(value)[:60]}")
+
+        for name in ("suppress_tokens", "begin_suppress_tokens"):
+            if getattr(self, name) is not None:
+                ids(name, getattr(self, name))
+        if self.bad_words_ids is not None:
+            if not isinstance(self.bad_words_ids, tuple):
+                raise ValueError(f"bad_words_ids must be a list of token-id lists or None, got {str(self.bad_words_ids)[:60]}")
+            for k, word in enumerate(self.bad_words_ids):
+                ids(f"bad_words_ids[{k}]", word)
+                if not word:
+                    raise ValueError(f"bad_words_ids[{k}] is empty")
+        if self.suppress_pad_token is not None and not isinstance(self.suppress_pad_token, (bool, np.bool_)):
+            raise ValueError(f"suppress_pad_token must be True, False or None, got {str(self.suppress_pad_token)[:40]!r}")
 
 
 #: the beam search's score of an impossible hypothesis (-1e9): a length-penalised score must stay
@@ -179,6 +234,7 @@ HF_NAMES = {
     "generation_config": "no equivalent: give the options as keyword arguments",
     "logits_processor": "no equivalent: the processors are the options (repetition_penalty, no_repeat_ngram_size, ...)",
     "prefix_allowed_tokens_fn": "no equivalent: constrained decoding is not implemented",
+    "allow_pad": "suppress_pad_token=False", "allow_pad_token": "suppress_pad_token=False",
 }
 
 

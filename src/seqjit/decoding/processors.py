@@ -2,7 +2,8 @@
 
 ``history`` is ``[rows, t]`` int64: each row's tokens so far, the decoder start token first (as the
 ``transformers`` processors see ``input_ids``). The order and semantics follow ``transformers``:
-repetition penalty, no-repeat n-grams, minimum length, suppressed tokens, then the forced tokens
+repetition penalty, no-repeat n-grams, minimum length, suppressed tokens (the static ban; the
+first step's ``begin_suppress_tokens``; ``bad_words_ids`` sequences after their prefix), then the forced tokens
 (``ForcedBOSTokenLogitsProcessor``, ``ForcedEOSTokenLogitsProcessor``: every other token -inf, the forced
 one 0, so it is chosen whatever the model says and adds nothing to the score).
 """
@@ -63,6 +64,30 @@ def apply_suppressed(scores: np.ndarray, tokens) -> None:
         scores[:, list(tokens)] = NEG_INF
 
 
+def apply_begin_suppressed(scores: np.ndarray, generated: int, options) -> None:
+    """``options.begin_suppress_tokens`` at the first generated step, the second after a forced first
+    token (transformers' SuppressTokensAtBeginLogitsProcessor moves its begin index past a forced BOS)."""
+    tokens = options.begin_suppress_tokens
+    if tokens and generated == (1 if options.forced_bos_id is not None else 0):
+        scores[:, list(tokens)] = NEG_INF
+
+
+def apply_bad_words(scores: np.ndarray, history: np.ndarray, options, eos_id: int) -> None:
+    """The last token of each ``options.bad_words_ids`` sequence where a row's history (the start
+    token first) ends with the rest of it (one-token entries: banned every step, but the end token,
+    as transformers' NoBadWordsLogitsProcessor)."""
+    for word in options.bad_words_ids or ():
+        if len(word) == 1:
+            if word[0] != eos_id:
+                scores[:, word[0]] = NEG_INF
+            continue
+        n = len(word) - 1
+        if history.shape[1] < n:
+            continue
+        rows = np.flatnonzero((history[:, history.shape[1] - n:] == np.asarray(word[:-1])).all(axis=1))
+        scores[rows, word[-1]] = NEG_INF
+
+
 def check_no_nan(scores: np.ndarray, step: int) -> None:
     """:class:`~seqjit.errors.NonFiniteLogits` when a row of ``scores`` holds NaN (one pass:
     ``np.min`` propagates NaN, and allocates nothing)."""
@@ -92,6 +117,8 @@ def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eo
     apply_no_repeat_ngram(scores, history, options.no_repeat_ngram_size)
     apply_min_length(scores, generated, options.min_length, eos_id)
     apply_suppressed(scores, suppressed)
+    apply_begin_suppressed(scores, generated, options)
+    apply_bad_words(scores, history, options, eos_id)
     apply_forced(scores, generated, options)
     return scores
 

@@ -26,16 +26,15 @@ class RunnerPool:
     """A model's idle runners by batch shape; :meth:`decode` takes one (or makes it), decodes and
     gives it back. A shape whose plans do not lower is remembered and never tried again."""
 
-    def __init__(self, banned: np.ndarray):
+    def __init__(self):
         self._idle: OrderedDict = OrderedDict()   # key -> list of idle runners, or None: unsupported
         self._idle_bytes = 0
         self._lock = threading.Lock()
-        self.banned = banned  # the model's never-generated tokens (sorted int64)
 
-    def decode(self, model, ids, lengths, options) -> list | None:
+    def decode(self, model, ids, lengths, options, banned: np.ndarray) -> list | None:
         """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
-        beams) decoded greedily, by sampling or by beam search; None when the model's plans have no
-        native form (the caller decodes otherwise)."""
+        beams) decoded greedily, by sampling or by beam search, ``banned`` (sorted int64) never
+        generated; None when the model's plans have no native form (the caller decodes otherwise)."""
         if ids.shape[0] * options.beam_size >= COMPACT_MIN_ROWS:
             return None
         key = (ids.shape, options.max_length, options.beam_size, model.executor("encoder"),
@@ -58,7 +57,7 @@ class RunnerPool:
                     self._idle[key] = None
                 return None
         try:
-            return runner.decode(ids, lengths, options, self.banned)
+            return runner.decode(ids, lengths, options, banned)
         finally:
             self._give_back(key, runner)
 

@@ -26,7 +26,7 @@ from .greedy import greedy_search
 
 def on_device(opts, callback, vocab: int) -> bool:
     """Whether the device loops decode ``opts`` (else the CPU loops run on the device model)."""
-    if callback is not None or opts.forces_tokens:  # forced tokens: the CPU loops' processors
+    if callback is not None or opts.forces_tokens or opts.step_rules:  # the CPU loops' processors
         return False
     if opts.sampling:
         k = opts.sampling_topk if 0 < opts.sampling_topk < vocab else 0
@@ -48,7 +48,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     opts = with_seed(check_max_length(model, opts, explicit="max_length" in options,
                                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size,
                                            source_length=ids.shape[1]))
-    suppressed = suppressed_tokens(model)
+    suppressed = suppressed_tokens(model, opts)
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):

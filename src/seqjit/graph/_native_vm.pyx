@@ -26,6 +26,7 @@ include "linear/_native.pxi"
 include "layer_norm/_native.pxi"
 include "embedding/_native.pxi"
 include "attention/_native.pxi"
+include "attention/_relative_bias.pxi"
 include "rnn/_native_cells.pxi"
 include "rnn/_native_sequence.pxi"
 include "additive_attention/_native.pxi"
@@ -55,6 +56,9 @@ cdef enum:
     OP_LINEAR_INT8 = 17
     OP_EMBEDDING_INT8 = 18
     OP_RNN_INT8 = 19
+    OP_RMS_NORM = 20
+    OP_MUL = 21
+    OP_RELATIVE_BIAS = 22
 
 # error codes of a run
 cdef enum:
@@ -390,7 +394,20 @@ cdef class Program:
                 native_attention(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
                                  <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17], c.i[18],
                                  <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
-                                 <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5])
+                                 <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
+                                 <float*>c.p[6], c.i[19], c.i[20], c.i[21])
+            elif c.op == OP_RMS_NORM:
+                native_rms_norm(<float*>c.p[0], c.i[2], <float*>c.p[2], c.i[3], <int>c.i[0], <int>c.i[1],
+                                <float*>c.p[1], c.f[0])
+            elif c.op == OP_MUL:
+                sj_mul_row(<float*>c.p[0], <float*>c.p[1], <float*>c.p[2], c.i[0])
+            elif c.op == OP_RELATIVE_BIAS:  # i: H, below, Lq, Lk, whether q0 is the step (p[2])
+                t = (<int64_t*>c.p[2])[0] if c.i[4] else 0
+                if t < 0 or t + c.i[2] - 1 > c.i[1]:
+                    self.err, self.err_instr, self.err_value, self.err_limit = ERR_STEP, pc, t, c.i[1] + 2 - c.i[2]
+                    return ERR_STEP
+                native_relative_bias(<float*>c.p[0], <int>c.i[0], <int64_t*>c.p[1], c.i[1], t, <int>c.i[2],
+                                     <int>c.i[3], <float*>c.p[3])
             elif c.op == OP_ACT:
                 sj_act_row(<float*>c.p[0], NULL, <float*>c.p[1], c.i[0], <int>c.i[1])
             elif c.op == OP_GRU_CELL:

@@ -12,6 +12,7 @@ import threading
 import numpy as np
 
 from seqjit.graph.ops.rnn_ops import _seq_layout
+from seqjit.graph.ops.t5_ops import relative_buckets
 
 from seqjit.kernels._aligned import aligned
 from seqjit.graph import kernel_choice
@@ -22,7 +23,7 @@ from seqjit.kernels.linear_int8 import huge_pages
 
 OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
           attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
-          linear_int8=17, embedding_int8=18, rnn_int8=19)
+          linear_int8=17, embedding_int8=18, rnn_int8=19, rms_norm=20, mul=21, relative_bias=22)
 #: a node of at least this many multiply-adds may use the run's threads; smaller ones run on the
 #: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
 #: core is busy with another process costs far more: only products of ~200 us or more pay.
@@ -231,6 +232,14 @@ class OpLowerings:
         if attrs["return_weights"]:
             raise Unsupported("attention weights")
         q, k, v, lengths = (list(node.inputs) + [None])[:4]
+        self._attention(node, attrs, q, k, v, lengths, None)
+
+    def op_biased_attention(self, node, attrs):
+        q, k, v, bias, lengths = (list(node.inputs) + [None])[:5]
+        self._attention(node, attrs, q, k, v, lengths, bias)
+
+    def _attention(self, node, attrs, q, k, v, lengths, bias):
+        """attention, or biased_attention (``bias`` [1 or B, H, Lq, Lk] added to the scaled scores)."""
         (o,) = node.outputs
         arrs = [self.arrays[n] for n in (q, k, v, o)]
         for a in arrs:
@@ -241,11 +250,57 @@ class OpLowerings:
         qa, ka, va, _ = arrs
         B, H, Lq, D = qa.shape
         Lk, Dv = ka.shape[2], va.shape[3]
+        bias_strides = [0, 0, 0]
+        if bias is not None:
+            ba = self.arrays[bias]
+            if ba.dtype != _F32 or ba.ndim != 4 or (Lk > 1 and ba.strides[3] != 4):
+                raise Unsupported("attention bias layout")
+            bias_strides = [0 if ba.shape[0] == 1 else ba.strides[0] // 4, ba.strides[1] // 4, ba.strides[2] // 4]
         scale = float(np.float32(1.0 / math.sqrt(D) if attrs["scale"] is None else attrs["scale"]))
         scratch = np.zeros(max(Lq * Lk, 1), np.float32)
         strides = [s // 4 for a in arrs for s in a.strides[:3]]
-        self.emit("attention", [q, k, v, lengths, o, scratch], [B, H, Lq, Lk, D, Dv, int(attrs["causal"]), *strides],
-                  [scale], keep=[scratch])
+        self.emit("attention", [q, k, v, lengths, o, scratch, bias],
+                  [B, H, Lq, Lk, D, Dv, int(attrs["causal"]), *strides, *bias_strides], [scale], keep=[scratch])
+
+    def op_rms_norm(self, node, attrs):
+        x, g = node.inputs
+        (y,) = node.outputs
+        m, d, ldx = _rows(self.arrays[x])
+        _, _, ldy = _rows(self.arrays[y])
+        _contig(self.arrays[g])
+        self.emit("rms_norm", [x, g, y], [m, d, ldx, ldy], [attrs["eps"]])
+
+    def op_mul(self, node, attrs):
+        a, b = node.inputs
+        (y,) = node.outputs
+        arrs = [self.arrays[a], self.arrays[b], self.arrays[y]]
+        if len({x.shape for x in arrs}) != 1:
+            raise Unsupported("broadcasting mul")
+        for x in arrs:
+            _contig(x)
+        self.emit("mul", [a, b, y], [arrs[2].size])
+
+    def op_relative_bias(self, node, attrs):
+        table, like = node.inputs
+        n = self.arrays[like].shape[1]
+        self._relative_bias(node, attrs, table, None, n, n, n - 1)
+
+    def op_relative_bias_at(self, node, attrs):
+        table, step, cache = node.inputs
+        _contig(self.arrays[step], _I64)
+        m = self.arrays[cache].shape[2]
+        self._relative_bias(node, attrs, table, step, 1, m, m - 1)
+
+    def _relative_bias(self, node, attrs, table, step, lq, lk, below):
+        """relative_bias(_at): the bucket of every relative position in [-below, lk) computed here (in
+        NumPy, as the Python op), the gather of the table's rows at run time (q0: 0, or ``step``)."""
+        ta = _contig(self.arrays[table])
+        (y,) = node.outputs
+        _contig(self.arrays[y])
+        buckets = np.ascontiguousarray(relative_buckets(np.arange(-below, lk), bool(attrs["bidirectional"]),
+                                                        ta.shape[0], int(attrs["max_distance"])), dtype=np.int64)
+        self.emit("relative_bias", [table, buckets, step, y], [ta.shape[1], below, lq, lk, int(step is not None)],
+                  keep=[buckets])
 
     def _activation(self, node, code):
         (x,), (y,) = node.inputs, node.outputs

@@ -318,6 +318,8 @@ class Seq2SeqModel:
                  length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
                  sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
                  seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
+                 suppress_tokens: tuple | None = None, begin_suppress_tokens: tuple | None = None,
+                 bad_words_ids: tuple | None = None, suppress_pad_token: bool | None = None,
                  return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
         """Decode ``sources`` (token-id sequences of any lengths); returns one
         :class:`~seqjit.decoding.GenerationResult` per source: :func:`seqjit.decoding.generate`,
@@ -329,6 +331,9 @@ class Seq2SeqModel:
         no_repeat_ngram_size=0, sampling_topk=1 (greedy; 0 samples from every token),
         sampling_topp=1.0, sampling_temperature=1.0, seed=None, forced_bos_id=None (the model's:
         the target language of mBART-50/M2M100/NLLB), forced_eos_id=None (the model's),
+        suppress_tokens=None, begin_suppress_tokens=None, bad_words_ids=None (token ids never
+        generated, banned at the first step, sequences banned; None: the model's, from its
+        config), suppress_pad_token=None (the model's, else True: the pad token is never generated),
         return_scores=False, return_attention=False. A Hugging Face name (``num_beams``, ``top_k``,
         ``max_new_tokens`` ...) is an :class:`~seqjit.errors.UnknownOptionError` naming the seqjit
         option it means.
@@ -341,7 +346,9 @@ class Seq2SeqModel:
                         num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
                         no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
                         sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
-                        forced_eos_id: int | None = None, return_scores: bool = False, return_attention: bool = False,
+                        forced_eos_id: int | None = None, suppress_tokens: tuple | None = None,
+                        begin_suppress_tokens: tuple | None = None, bad_words_ids: tuple | None = None,
+                        suppress_pad_token: bool | None = None, return_scores: bool = False, return_attention: bool = False,
                         **unknown):
         """Yield :class:`~seqjit.decoding.StepToken` for one source as tokens are produced
         (greedy or sampling); see :func:`seqjit.decoding.generate_stream` (the options: :meth:`generate`)."""

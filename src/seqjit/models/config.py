@@ -136,3 +136,25 @@ def positive(where: str, **values) -> None:
     for name, value in values.items():
         if not isinstance(value, int) or isinstance(value, bool) or value < 1:
             raise ConfigError(f"{where}: {name!r} must be a positive integer, got {_show(value)}")
+
+
+def check_suppression(config, where: str, vocab: int) -> None:
+    """The suppression rules a config may carry (``suppress_tokens``, ``begin_suppress_tokens``: lists of
+    token ids; ``bad_words_ids``: a list of non-empty lists), every id in ``[0, vocab)``."""
+    def ids(name, value):
+        if not isinstance(value, (list, tuple)) or not all(
+                isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in value):
+            raise ConfigError(f"{where}: {name} must be a list of token ids in [0, {vocab}), got {_show(value)}")
+
+    for name in ("suppress_tokens", "begin_suppress_tokens"):
+        value = getattr(config, name, None)
+        if value is not None:
+            ids(name, value)
+    words = getattr(config, "bad_words_ids", None)
+    if words is not None:
+        if not isinstance(words, (list, tuple)):
+            raise ConfigError(f"{where}: bad_words_ids must be a list of token-id lists, got {_show(words)}")
+        for k, word in enumerate(words):
+            ids(f"bad_words_ids[{k}]", word)
+            if not word:
+                raise ConfigError(f"{where}: bad_words_ids[{k}] is empty")

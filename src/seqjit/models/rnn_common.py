@@ -50,13 +50,13 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     decoder.maxout.weight [2K, Ho], .bias [2K] (unit k = max of rows 2k and 2k+1);
     decoder.out.weight [Vt, K], .bias [Vt]           (K: ``output_hidden_dim``)
 
-Decoding rules recorded from the toolkit that trained the model (importers set them; seqjit's
-decoding does not read them yet: it always bans the pad token, and the ``suppress_tokens`` /
-pad-ban decoding options are being added in every decoding path, issue 23 item 3):
+Decoding rules recorded from the toolkit that trained the model (importers set them; every decoding
+path reads them as the defaults of the decoding options of the same names,
+:func:`seqjit.decoding.inputs.resolve_rules`):
 
 - ``suppress_tokens``: token ids the toolkit never generates besides the pad token (JoeyNMT bans
   ``<s>`` at every step: its importer records ``[decoder_start_id]``); None: none;
-- ``suppress_pad``: whether the toolkit bans the pad token (True: seqjit's rule and JoeyNMT's;
+- ``suppress_pad_token``: whether the toolkit bans the pad token (True: seqjit's rule and JoeyNMT's;
   OpenNMT-py's searches allow it: its importer records False).
 
 Decoder state (``decoder_state_specs``): ``h.{l}`` [B, Hd] per layer (and ``c.{l}`` for an LSTM),
@@ -110,7 +110,7 @@ class RNNConfig(ModelConfig):
     dtype: str = choice("float32", ("float32", "float64"))
     quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
     suppress_tokens: list | None = None  # recorded from the toolkit (module docstring): ids it never generates
-    suppress_pad: bool = True  # recorded from the toolkit: whether it bans the pad token
+    suppress_pad_token: bool = True  # recorded from the toolkit: whether it bans the pad token
 
     # -- derived sizes ---------------------------------------------------------------------------
     @property

@@ -52,7 +52,7 @@ from seqjit.errors import ConfigError
 from seqjit.graph.ops import TensorSpec
 from seqjit.models import transformer_graphs as graphs
 from seqjit.models.base import Seq2SeqModel
-from seqjit.models.config import MAX_POSITIONS, ModelConfig, choice, positive
+from seqjit.models.config import check_suppression, MAX_POSITIONS, ModelConfig, choice, positive
 from seqjit.models.quantization import SCHEMES, quantized_spec
 
 
@@ -97,6 +97,11 @@ class TransformerConfig(ModelConfig):
     eos_id: int = 2
     forced_bos_id: int | None = None
     forced_eos_id: int | None = None
+    # suppression rules: the defaults of the decoding options of the same names (DecodingOptions)
+    suppress_tokens: list | None = None
+    begin_suppress_tokens: list | None = None
+    bad_words_ids: list | None = None
+    suppress_pad_token: bool = True
     dtype: str = choice("float32", ("float32", "float64"))
     quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
 
@@ -144,6 +149,7 @@ class TransformerConfig(ModelConfig):
             value = getattr(self, key)
             if value is not None and not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
+        check_suppression(self, where, self.tgt_vocab_size)
 
 
 class TransformerModel(Seq2SeqModel):

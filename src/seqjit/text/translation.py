@@ -17,6 +17,7 @@ from pathlib import Path
 
 from seqjit.errors import ModelFormatError
 from seqjit.models.files import model_file, read_json, read_limited
+from seqjit.text.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
 from seqjit.text.lines import quoted
 
 SPM_HINT = "pip install sentencepiece"
@@ -121,10 +122,15 @@ class TextCodec:
         return text.replace("\u2581", " ").replace("\r", " ").replace("\n", " ").strip()
 
 
-def codec_for(directory, model, *, ids: bool = False) -> TextCodec | None:
-    """The text codec of ``directory`` when it has SentencePiece files (``source.spm``) and token ids
-    were not asked for (``ids``); else None: lines hold token ids."""
+def codec_for(directory, model, *, ids: bool = False):
+    """The text codec of ``directory`` unless token ids were asked for (``ids``): SentencePiece files
+    (``source.spm``, :class:`TextCodec`) or else a Hugging Face ``tokenizer.json``
+    (:class:`seqjit.text.hf_tokenizer.HFTokenizerCodec`); None when it has neither: lines hold token ids."""
     directory = Path(directory)
-    if ids or tokenizer_file(directory, "source.spm") is None:
+    if ids:
         return None
-    return TextCodec(directory, model)
+    if tokenizer_file(directory, "source.spm") is not None:
+        return TextCodec(directory, model)
+    if tokenizer_file(directory, TOKENIZER_JSON) is not None:
+        return HFTokenizerCodec(directory, model)
+    return None

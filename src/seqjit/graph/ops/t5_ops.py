@@ -1,8 +1,9 @@
 """Ops of the T5 family: RMS norm, the bucketed relative position bias, attention with an additive
 bias, and the elementwise product of the gated FFN.
 
-NumPy glue (no kernel family yet, so no native lowering: in a native plan each runs as a Python
-callback). Shapes: B batch, H heads, Lq/Lk query/key lengths, D head dim, NB buckets.
+NumPy here, the readable definitions; the native replay runs each as an instruction of its own
+(seqjit.graph.native_ops: the bucket table of a shape made there with :func:`relative_buckets`, the
+rows by the per-instruction-set kernels of kernels/activations/native_act.h). Shapes: B batch, H heads, Lq/Lk query/key lengths, D head dim, NB buckets.
 
 - ``rms_norm(x, weight)``: ``x / sqrt(mean(x**2) + eps) * weight`` over the last axis
   (``T5LayerNorm``: no mean subtracted, no bias).
@@ -12,7 +13,8 @@ callback). Shapes: B batch, H heads, Lq/Lk query/key lengths, D head dim, NB buc
   T5's buckets (``T5Attention._relative_position_bucket``): half exact, half logarithmic up to
   ``max_distance``, split by sign when ``bidirectional`` (the encoder), and computed in float32 as
   ``transformers`` computes them, so the boundaries fall where they fall there.
-- ``biased_attention(q, k, v, bias, lengths?)``: ``softmax(q k^T * scale + bias, masked) v`` with keys at
+- ``biased_attention(q, k, v, bias, lengths?)``: ``softmax(q k^T * scale + bias, masked) v`` (``scale``
+  None: 1/sqrt(D), as ``attention``) with keys at
   or beyond ``lengths[b]`` (and, when ``causal``, after the query) masked.
 - ``mul(a, b)``: the elementwise product (with NumPy broadcasting).
 """
@@ -136,8 +138,7 @@ def _attn_make(ctx):
 
     def biased_attention(q, k, v, bias, lengths=None):
         s = np.matmul(q, np.swapaxes(k, -1, -2))
-        if scale is not None:
-            s *= q.dtype.type(scale)
+        s *= q.dtype.type(1.0 / math.sqrt(q.shape[3]) if scale is None else scale)
         s += bias
         lq, lk = s.shape[2], s.shape[3]
         masked = np.zeros((s.shape[0], 1, lq, lk), bool)
