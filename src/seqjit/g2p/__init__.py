@@ -1,7 +1,7 @@
 """Grapheme-to-phoneme with the bundled models (one per architecture), trained on the CMU dictionary.
 
-:class:`G2P` runs a model; :mod:`seqjit.g2p.data` holds the dictionary split, :mod:`seqjit.g2p.train`
-the (PyTorch) training script, :mod:`seqjit.g2p.evaluate` the test-set error rates.
+:class:`G2P` runs a model; :mod:`seqjit.g2p.data` holds the dictionary split, :mod:`seqjit.g2p.evaluate`
+the test-set error rates. The (PyTorch) training script is not installed: benchmarks/g2p/training/.
 """
 from seqjit.g2p.predictor import BUNDLED, DEFAULT_MODEL, G2P, Pronunciation
 

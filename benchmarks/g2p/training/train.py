@@ -1,7 +1,7 @@
 """Train the bundled G2P models (PyTorch, at training time only) and export them with seqjit's importer.
 
-    python -m seqjit.g2p.train                       # all three into src/seqjit/g2p/models/
-    python -m seqjit.g2p.train --arch attention --epochs 2 --out /tmp/g2p
+    python benchmarks/g2p/training/train.py                      # all three into src/seqjit/g2p/models/
+    python benchmarks/g2p/training/train.py --arch attention --epochs 2 --out /tmp/g2p
 
 Seeded (torch, NumPy) and run on a fixed number of threads, so a rerun on the same torch build
 should give the same weights (not checked bit for bit). Each epoch shuffles the training split (:mod:`seqjit.g2p.data`), batches
@@ -22,7 +22,7 @@ from seqjit.g2p.data import load_split
 from seqjit.g2p.vocab import BOS, EOS, PAD, Vocab
 
 GRAPHEMES = list("'-.abcdefghijklmnopqrstuvwxyz")
-DEFAULT_OUT = Path(__file__).parent / "models"
+DEFAULT_OUT = Path(__file__).resolve().parents[3] / "src" / "seqjit" / "g2p" / "models"
 EPOCHS = {"gru": 8, "attention": 8, "transformer": 12}
 LEARNING_RATE = {"gru": 3e-3, "attention": 3e-3, "transformer": 1e-3}
 BATCH = 256
@@ -62,7 +62,7 @@ def batches(train, rng: np.random.Generator, size: int = BATCH):
 
 
 def word_error_rate(model, pairs, vocab: Vocab) -> float:
-    from seqjit.g2p.torch_models import greedy
+    from torch_models import greedy
 
     wrong = 0
     for i in range(0, len(pairs), 500):
@@ -76,7 +76,7 @@ def word_error_rate(model, pairs, vocab: Vocab) -> float:
 def train_one(arch: str, out_dir: Path, *, epochs: int, seed: int = 0, threads: int = 2, log=print) -> dict:
     import torch
 
-    from seqjit.g2p.torch_models import ARCHITECTURES
+    from torch_models import ARCHITECTURES
 
     torch.manual_seed(seed)
     torch.set_num_threads(threads)
