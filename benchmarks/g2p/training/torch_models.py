@@ -207,7 +207,9 @@ def torch_module(name: str):
 
     directory = model_dir(name)
     vocab = Vocab.load(directory)
-    module = ARCHITECTURES[name](vocab.src_size, vocab.tgt_size).eval()
+    # the constructor keywords the model was trained with (sizes, dropout), as train.py records them
+    model_args = vocab.info.get("training", {}).get("recipe", {}).get("model_args", {})
+    module = ARCHITECTURES[name](vocab.src_size, vocab.tgt_size, **model_args).eval()
     sd = load_file(str(directory / "model.safetensors"))
     module.load_state_dict({k: torch.from_numpy(v) for k, v in _torch_names(name, sd, module).items()})
     return module, vocab

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -73,7 +74,22 @@ def word_error_rate(model, pairs, vocab: Vocab) -> float:
     return wrong / len(pairs)
 
 
-def train_one(arch: str, out_dir: Path, *, epochs: int, seed: int = 0, threads: int = 2, log=print) -> dict:
+@dataclass
+class Recipe:
+    """What a training run does, recorded in the exported ``g2p.json`` (``training.recipe``)."""
+
+    epochs: int
+    lr: float
+    batch: int = BATCH
+    label_smoothing: float = 0.1
+    warmup: int = 500
+    average: int = 1  # average the weights of the last N epochs (1: none)
+    minutes: float | None = None  # time budget: after each epoch, fewer epochs when the rest would not fit
+    model_args: dict = field(default_factory=dict)  # constructor keywords (sizes, dropout)
+
+
+def train_one(arch: str, out_dir: Path, recipe: Recipe, *, seed: int = 0, threads: int = 2,
+              checkpoints: Path | None = None, log=print) -> dict:
     import torch
 
     from torch_models import ARCHITECTURES
@@ -84,19 +100,26 @@ def train_one(arch: str, out_dir: Path, *, epochs: int, seed: int = 0, threads: 
     train, dev = load_split("train"), load_split("dev")
     dev = [dev[i] for i in np.random.default_rng(seed + 1).choice(len(dev), min(DEV_WORDS, len(dev)), replace=False)]
     vocab = build_vocab(train)
-    model = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size)
+    model = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size, **recipe.model_args)
     params = sum(p.numel() for p in model.parameters())
-    steps_per_epoch = len(batches(train, np.random.default_rng(0)))
-    total, warmup = epochs * steps_per_epoch, min(500, steps_per_epoch)
-    opt = torch.optim.Adam(model.parameters(), lr=LEARNING_RATE[arch], betas=(0.9, 0.98))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warmup, max(0.0, (total - s) / (total - warmup))))
-    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=0.1)
-    log(f"[{arch}] {params} parameters, {len(train)} training words, {steps_per_epoch} steps/epoch, {epochs} epochs")
-    best, best_state, history, start = 2.0, None, [], time.perf_counter()
-    for epoch in range(epochs):
+    steps_per_epoch = len(batches(train, np.random.default_rng(0), recipe.batch))
+    plan = {"epochs": recipe.epochs}  # a time budget may shorten it (the decay then ends sooner)
+    warmup = min(recipe.warmup, steps_per_epoch)
+
+    def lr_factor(step):
+        total = plan["epochs"] * steps_per_epoch
+        return min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
+
+    opt = torch.optim.Adam(model.parameters(), lr=recipe.lr, betas=(0.9, 0.98))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
+    loss_fn = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=recipe.label_smoothing)
+    log(f"[{arch}] {params} parameters, {len(train)} training words, {steps_per_epoch} steps/epoch, {asdict(recipe)}")
+    best, best_state, history, recent, start = 2.0, None, [], [], time.perf_counter()
+    epoch = 0
+    while epoch < plan["epochs"]:
         model.train()
         total_loss = 0.0
-        for idx in batches(train, rng):
+        for idx in batches(train, rng, recipe.batch):
             src, lengths, t_in, t_out = _tensors([train[i] for i in idx], vocab)
             logits = model(src, lengths, t_in)
             loss = loss_fn(logits.reshape(-1, logits.shape[-1]), t_out.reshape(-1))
@@ -106,18 +129,44 @@ def train_one(arch: str, out_dir: Path, *, epochs: int, seed: int = 0, threads: 
             opt.step()
             sched.step()
             total_loss += float(loss.detach())
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        recent = (recent + [state])[-recipe.average:]
         wer = word_error_rate(model, dev, vocab)
-        history.append(dict(epoch=epoch + 1, loss=round(total_loss / steps_per_epoch, 4), dev_wer=round(wer, 4)))
+        elapsed = time.perf_counter() - start
+        if recipe.minutes is not None:  # epochs that still fit in the budget, at the mean pace so far
+            fit = int((60 * recipe.minutes - elapsed) // (elapsed / (epoch + 1)))
+            plan["epochs"] = max(epoch + 1, min(plan["epochs"], epoch + 1 + fit))
+        history.append(dict(epoch=epoch + 1, loss=round(total_loss / steps_per_epoch, 4), dev_wer=round(wer, 4),
+                            seconds=round(elapsed, 1), planned_epochs=plan["epochs"]))
         log(f"[{arch}] epoch {epoch + 1}: loss {total_loss / steps_per_epoch:.4f}, dev WER {wer:.4f}, "
             f"{time.perf_counter() - start:.0f} s")
         if wer < best:
-            best, best_state = wer, {k: v.detach().clone() for k, v in model.state_dict().items()}
+            best, best_state, chosen = wer, state, f"epoch {epoch + 1}"
+        if checkpoints is not None:  # our own file, read back with torch.load(weights_only=True)
+            checkpoints.mkdir(parents=True, exist_ok=True)
+            torch.save(state, checkpoints / f"{arch}-epoch{epoch + 1}.pt")
+        epoch += 1
+    if len(recent) > 1:
+        model.load_state_dict(average_states(recent))
+        wer = word_error_rate(model, dev, vocab)
+        log(f"[{arch}] average of the last {len(recent)} epochs: dev WER {wer:.4f}")
+        history.append(dict(average_of_last=len(recent), dev_wer=round(wer, 4)))
+        if wer <= best:
+            best, best_state, chosen = wer, model.state_dict(), f"average of the last {len(recent)} epochs"
     model.load_state_dict(best_state)
-    info = dict(arch=arch, parameters=params, epochs=epochs, seed=seed, threads=threads, torch=torch.__version__,
-                train_seconds=round(time.perf_counter() - start, 1), dev_words=len(dev), best_dev_wer=best,
-                history=history)
+    info = dict(arch=arch, parameters=params, recipe=asdict(recipe), epochs_run=epoch, seed=seed, threads=threads,
+                torch=torch.__version__, train_seconds=round(time.perf_counter() - start, 1), dev_words=len(dev),
+                best_dev_wer=best, exported=chosen, history=history)
     export(model, vocab, out_dir / arch, info)
     return info
+
+
+def average_states(states: list) -> dict:
+    """The element-wise mean of state dicts (checkpoint averaging; integer buffers from the last)."""
+    out = {}
+    for key, last in states[-1].items():
+        out[key] = sum(s[key] for s in states) / len(states) if last.is_floating_point() else last
+    return out
 
 
 def export(model, vocab: Vocab, directory: Path, info: dict) -> None:
@@ -132,17 +181,38 @@ def export(model, vocab: Vocab, directory: Path, info: dict) -> None:
     vocab.save(directory)
 
 
+def _model_arg(text: str):
+    key, sep, value = text.partition("=")
+    if not sep or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (a constructor keyword), got {text!r}")
+    return key, json.loads(value)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--arch", choices=sorted(EPOCHS), action="append", help="default: all three")
     parser.add_argument("--epochs", type=int, default=None, help="default: per architecture " + json.dumps(EPOCHS))
+    parser.add_argument("--lr", type=float, default=None, help="peak learning rate; default " + json.dumps(LEARNING_RATE))
+    parser.add_argument("--batch", type=int, default=BATCH, help="words per step")
+    parser.add_argument("--warmup", type=int, default=500, help="linear warm-up steps (then linear decay to zero)")
+    parser.add_argument("--label-smoothing", type=float, default=0.1)
+    parser.add_argument("--minutes", type=float, default=None,
+                        help="time budget: after each epoch, cut the planned epochs to what fits (recorded per epoch)")
+    parser.add_argument("--average", type=int, default=1, help="also try the mean weights of the last N epochs")
+    parser.add_argument("--set", dest="model_args", type=_model_arg, action="append", default=[], metavar="NAME=VALUE",
+                        help="a module constructor keyword, e.g. --set hidden=256 --set dropout=0.2 (JSON value)")
+    parser.add_argument("--checkpoints", type=Path, default=None, help="also save each epoch's weights here (.pt)")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     for arch in args.arch or ["gru", "attention", "transformer"]:
-        info = train_one(arch, args.out, epochs=args.epochs or EPOCHS[arch], seed=args.seed, threads=args.threads)
-        print(f"[{arch}] exported to {args.out / arch}: best dev WER {info['best_dev_wer']:.4f}, {info['train_seconds']} s")
+        recipe = Recipe(epochs=args.epochs or EPOCHS[arch], lr=args.lr or LEARNING_RATE[arch], batch=args.batch,
+                        label_smoothing=args.label_smoothing, warmup=args.warmup, average=args.average, minutes=args.minutes,
+                        model_args=dict(args.model_args))
+        info = train_one(arch, args.out, recipe, seed=args.seed, threads=args.threads, checkpoints=args.checkpoints)
+        print(f"[{arch}] exported to {args.out / arch}: best dev WER {info['best_dev_wer']:.4f} ({info['exported']}), "
+              f"{info['train_seconds']} s")
     return 0
 
 
