@@ -197,8 +197,9 @@ def greedy(model: nn.Module, src, lengths, max_length: int) -> list:
     return out
 
 
-def torch_module(name: str):
-    """The PyTorch module of bundled model ``name`` with its shipped weights (needs torch)."""
+def torch_module(name):
+    """The PyTorch module of bundled model ``name`` (or of a G2P model directory this training wrote)
+    with its stored weights (needs torch)."""
     import torch
     from safetensors.numpy import load_file
 
@@ -209,9 +210,10 @@ def torch_module(name: str):
     vocab = Vocab.load(directory)
     # the constructor keywords the model was trained with (sizes, dropout), as train.py records them
     model_args = vocab.info.get("training", {}).get("recipe", {}).get("model_args", {})
-    module = ARCHITECTURES[name](vocab.src_size, vocab.tgt_size, **model_args).eval()
+    arch = vocab.info.get("training", {}).get("arch", name)
+    module = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size, **model_args).eval()
     sd = load_file(str(directory / "model.safetensors"))
-    module.load_state_dict({k: torch.from_numpy(v) for k, v in _torch_names(name, sd, module).items()})
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in _torch_names(arch, sd, module).items()})
     return module, vocab
 
 

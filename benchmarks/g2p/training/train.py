@@ -84,7 +84,8 @@ class Recipe:
     label_smoothing: float = 0.1
     warmup: int = 500
     average: int = 1  # average the weights of the last N epochs (1: none)
-    minutes: float | None = None  # time budget: after each epoch, fewer epochs when the rest would not fit
+    minutes: float | None = None  # time budget: the learning rate decays to zero at its end, where training stops
+    init: str | None = None  # start from this model's weights (a bundled name or a directory) instead of at random
     model_args: dict = field(default_factory=dict)  # constructor keywords (sizes, dropout)
 
 
@@ -100,26 +101,45 @@ def train_one(arch: str, out_dir: Path, recipe: Recipe, *, seed: int = 0, thread
     train, dev = load_split("train"), load_split("dev")
     dev = [dev[i] for i in np.random.default_rng(seed + 1).choice(len(dev), min(DEV_WORDS, len(dev)), replace=False)]
     vocab = build_vocab(train)
-    model = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size, **recipe.model_args)
+    if recipe.init is not None:  # warm start: continue training a model (its sizes, its weights)
+        from torch_models import torch_module
+
+        model, init_vocab = torch_module(recipe.init)
+        if (init_vocab.graphemes, init_vocab.phonemes) != (vocab.graphemes, vocab.phonemes):
+            raise ValueError(f"--init {recipe.init}: its symbol tables differ from the training split's")
+        recipe.model_args = init_vocab.info.get("training", {}).get("recipe", {}).get("model_args", {})
+    else:
+        model = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size, **recipe.model_args)
     params = sum(p.numel() for p in model.parameters())
     steps_per_epoch = len(batches(train, np.random.default_rng(0), recipe.batch))
     plan = {"epochs": recipe.epochs}  # a time budget may shorten it (the decay then ends sooner)
     warmup = min(recipe.warmup, steps_per_epoch)
 
     def lr_factor(step):
+        if recipe.minutes is not None:  # linear decay over the wall-clock budget (robust to a busy machine)
+            return min((step + 1) / warmup, max(0.0, 1.0 - (time.perf_counter() - start) / (60 * recipe.minutes)))
         total = plan["epochs"] * steps_per_epoch
         return min((step + 1) / warmup, max(0.0, (total - step) / max(1, total - warmup)))
 
+    start = time.perf_counter()
     opt = torch.optim.Adam(model.parameters(), lr=recipe.lr, betas=(0.9, 0.98))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
     loss_fn = torch.nn.CrossEntropyLoss(ignore_index=PAD, label_smoothing=recipe.label_smoothing)
     log(f"[{arch}] {params} parameters, {len(train)} training words, {steps_per_epoch} steps/epoch, {asdict(recipe)}")
     best, best_state, history, recent, start = 2.0, None, [], [], time.perf_counter()
-    epoch = 0
-    while epoch < plan["epochs"]:
+    epoch, steps, out_of_time = 0, 0, False
+    if recipe.init is not None:
+        best, best_state, chosen = word_error_rate(model, dev, vocab), _copy(model), "the --init weights"
+        history.append(dict(epoch=0, dev_wer=round(best, 4)))
+        log(f"[{arch}] --init {recipe.init}: dev WER {best:.4f}")
+        start = time.perf_counter()
+    while epoch < plan["epochs"] and not out_of_time:
         model.train()
-        total_loss = 0.0
+        total_loss, epoch_steps = 0.0, 0
         for idx in batches(train, rng, recipe.batch):
+            if recipe.minutes is not None and time.perf_counter() - start >= 60 * recipe.minutes:
+                out_of_time = True  # the budget ends mid-epoch: the learning rate is zero by now
+                break
             src, lengths, t_in, t_out = _tensors([train[i] for i in idx], vocab)
             logits = model(src, lengths, t_in)
             loss = loss_fn(logits.reshape(-1, logits.shape[-1]), t_out.reshape(-1))
@@ -129,17 +149,16 @@ def train_one(arch: str, out_dir: Path, recipe: Recipe, *, seed: int = 0, thread
             opt.step()
             sched.step()
             total_loss += float(loss.detach())
-        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+            epoch_steps += 1
+        steps += epoch_steps
+        state = _copy(model)
         recent = (recent + [state])[-recipe.average:]
         wer = word_error_rate(model, dev, vocab)
         elapsed = time.perf_counter() - start
-        if recipe.minutes is not None:  # epochs that still fit in the budget, at the mean pace so far
-            fit = int((60 * recipe.minutes - elapsed) // (elapsed / (epoch + 1)))
-            plan["epochs"] = max(epoch + 1, min(plan["epochs"], epoch + 1 + fit))
-        history.append(dict(epoch=epoch + 1, loss=round(total_loss / steps_per_epoch, 4), dev_wer=round(wer, 4),
-                            seconds=round(elapsed, 1), planned_epochs=plan["epochs"]))
-        log(f"[{arch}] epoch {epoch + 1}: loss {total_loss / steps_per_epoch:.4f}, dev WER {wer:.4f}, "
-            f"{time.perf_counter() - start:.0f} s")
+        loss = total_loss / max(1, epoch_steps)
+        history.append(dict(epoch=epoch + 1, steps=epoch_steps, loss=round(loss, 4), dev_wer=round(wer, 4),
+                            seconds=round(elapsed, 1), lr_factor=round(lr_factor(steps), 4)))
+        log(f"[{arch}] epoch {epoch + 1}: {epoch_steps} steps, loss {loss:.4f}, dev WER {wer:.4f}, {elapsed:.0f} s")
         if wer < best:
             best, best_state, chosen = wer, state, f"epoch {epoch + 1}"
         if checkpoints is not None:  # our own file, read back with torch.load(weights_only=True)
@@ -154,11 +173,16 @@ def train_one(arch: str, out_dir: Path, recipe: Recipe, *, seed: int = 0, thread
         if wer <= best:
             best, best_state, chosen = wer, model.state_dict(), f"average of the last {len(recent)} epochs"
     model.load_state_dict(best_state)
-    info = dict(arch=arch, parameters=params, recipe=asdict(recipe), epochs_run=epoch, seed=seed, threads=threads,
+    info = dict(arch=arch, parameters=params, recipe=asdict(recipe), epochs_run=epoch, steps_run=steps, seed=seed,
+                threads=threads,
                 torch=torch.__version__, train_seconds=round(time.perf_counter() - start, 1), dev_words=len(dev),
                 best_dev_wer=best, exported=chosen, history=history)
     export(model, vocab, out_dir / arch, info)
     return info
+
+
+def _copy(model) -> dict:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
 def average_states(states: list) -> dict:
@@ -197,7 +221,10 @@ def main(argv=None) -> int:
     parser.add_argument("--warmup", type=int, default=500, help="linear warm-up steps (then linear decay to zero)")
     parser.add_argument("--label-smoothing", type=float, default=0.1)
     parser.add_argument("--minutes", type=float, default=None,
-                        help="time budget: after each epoch, cut the planned epochs to what fits (recorded per epoch)")
+                        help="wall-clock budget: the learning rate decays linearly to zero over it, and training "
+                             "stops at its end (even mid-epoch; steps run are recorded): for a busy machine")
+    parser.add_argument("--init", default=None, metavar="MODEL",
+                        help="continue from this model's weights and sizes (a bundled name or a model directory)")
     parser.add_argument("--average", type=int, default=1, help="also try the mean weights of the last N epochs")
     parser.add_argument("--set", dest="model_args", type=_model_arg, action="append", default=[], metavar="NAME=VALUE",
                         help="a module constructor keyword, e.g. --set hidden=256 --set dropout=0.2 (JSON value)")
@@ -209,6 +236,7 @@ def main(argv=None) -> int:
     for arch in args.arch or ["gru", "attention", "transformer"]:
         recipe = Recipe(epochs=args.epochs or EPOCHS[arch], lr=args.lr or LEARNING_RATE[arch], batch=args.batch,
                         label_smoothing=args.label_smoothing, warmup=args.warmup, average=args.average, minutes=args.minutes,
+                        init=args.init,
                         model_args=dict(args.model_args))
         info = train_one(arch, args.out, recipe, seed=args.seed, threads=args.threads, checkpoints=args.checkpoints)
         print(f"[{arch}] exported to {args.out / arch}: best dev WER {info['best_dev_wer']:.4f} ({info['exported']}), "
