@@ -52,7 +52,7 @@ def test_g2p_reads_a_fifo_input_once(tmp_path):
     fifo = tmp_path / "words.fifo"
     os.mkfifo(fifo)
     writer = _feed_fifo(fifo, b"hello\nworld\n")
-    proc = _seqjit("g2p", "--model", "gru", "--input", fifo)
+    proc = _seqjit("g2p", "--no-lexicon", "--model", "gru", "--input", fifo)
     try:
         out, err = proc.communicate(timeout=DEADLINE)
     except subprocess.TimeoutExpired:

