@@ -5,6 +5,7 @@
     seqjit g2p --input words.txt --output phonemes.txt
     echo hello | seqjit g2p                       # no words (or '-'): one word per line from stdin
     seqjit g2p --format json --beam-size 4 --num-hypotheses 3 hello
+    seqjit g2p --text "In 1984, I paid \$2.50. Don't!"  # one line of phonemes per sentence, words apart by ' | '
 
 Input: one word per line. A line holding a tab is read up to its first tab (the rest, such as a
 lexicon's pronunciation column, is ignored), so a word never holds a tab and the TSV output always
@@ -56,6 +57,7 @@ def register(sub) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"bundled model ({', '.join(BUNDLED)}) or a model directory "
                    f"(default {DEFAULT_MODEL})")
     p.add_argument("--input", help="file of words, one per line ('-': stdin)")
+    p.add_argument("--text", help="sentences instead of words: one line of phonemes per sentence (seqjit.g2p.text)")
     p.add_argument("--output", default=STDIO, help="output file (default stdout)")
     p.add_argument("--format", choices=("tsv", "json"), default="tsv",
                    help="tsv: word<TAB>phonemes; json: one object per line (default tsv)")
@@ -135,6 +137,11 @@ def _check(args) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.num_hypotheses > args.beam_size:
         raise ValueError(f"--num-hypotheses {args.num_hypotheses} needs --beam-size of at least {args.num_hypotheses}")
+    if args.text is not None and (args.words or args.input is not None or args.ray is not None
+                                  or args.num_hypotheses > 1):
+        raise ValueError("g2p: --text takes no words, --input, --ray or --num-hypotheses")
+    if args.text is not None and not args.text.strip():
+        raise ValueError("g2p: --text is empty")
     if args.num_hypotheses > 1 and args.format != "json":
         raise ValueError("--num-hypotheses needs --format json (a TSV line holds one pronunciation)")
 
@@ -155,6 +162,18 @@ def _json(word, result, error=None, *, beam: bool = False) -> str:
     return json.dumps(data, ensure_ascii=False)
 
 
+def _run_text(args, g2p) -> int:
+    """``--text``: one line per sentence (json: one object per sentence, :func:`seqjit.g2p.text.sentence_json`)."""
+    from seqjit.g2p.text import sentence_json
+
+    sentences = g2p.read_text(args.text, beam_size=args.beam_size, max_length=args.max_length)
+    with output_stream(args.output) as out:
+        for sentence in sentences:
+            out.write((json.dumps(sentence_json(sentence), ensure_ascii=False) if args.format == "json"
+                       else sentence.line()) + "\n")
+    return 0
+
+
 def run(args) -> int:
     from seqjit.g2p import G2P
     from seqjit.g2p.lexicon import command_lexicon
@@ -173,6 +192,8 @@ def run(args) -> int:
               lexicon=command_lexicon(args.lexicon, enabled=not args.no_lexicon))
     if args.max_length is not None and g2p.max_positions is not None and args.max_length > g2p.max_positions:
         raise ValueError(f"--max-length {args.max_length} exceeds the model's {g2p.max_positions} positions")
+    if args.text is not None:
+        return _run_text(args, g2p)
     name = {None: "<argv>", STDIO: "<stdin>"}.get(source, source)
     show_bar = source not in (None, STDIO) and not args.quiet and (args.output != STDIO or not is_terminal(sys.stdout))
     reporter = Reporter(name, bar=show_bar, total=lambda: count_lines(source), unit="word")

@@ -114,6 +114,14 @@ class G2P:
                              "(max_positions)")
         return ids, unknown, spelled
 
+    def read_text(self, text: str, **predict_options) -> list:
+        """The sentences of ``text`` (:class:`seqjit.g2p.text.Sentence`): cut into words, numbers read
+        aloud, each word pronounced (the lexicon first, when there is one); ``Sentence.line()`` gives
+        its phonemes with word boundaries. ``predict_options``: those of :meth:`predict`."""
+        from seqjit.g2p.text import read_text
+
+        return read_text(self, text, **predict_options)
+
     def predict(self, words, *, beam_size: int = 1, max_length: int | None = None, return_attention: bool = False,
                 max_batch_size: int = 256, num_hypotheses: int = 1) -> list:
         """:class:`Pronunciation` of each word (a string of at least one character, at most
