@@ -2,7 +2,7 @@
 
     from seqjit.g2p import G2P
     g2p = G2P("attention")                  # a bundled model: "gru", "attention", "transformer"
-    g2p.predict(["seqjit"])[0].phonemes      # ['S', 'IY1', 'K', 'JH', 'IH0', 'T']
+    g2p.predict(["seqjit"])[0].phonemes      # ['S', 'EH1', 'K', 'JH', 'IH0', 'T']
     G2P("path/to/model_dir")                # any G2P model directory (config, weights, g2p.json)
     G2P(lexicon="cmudict").predict(["read"])[0].hypotheses   # dictionary first: both of its readings
     G2P(lexicon="cmudict").read_text("I read 3 books.")      # sentences: seqjit.g2p.text
