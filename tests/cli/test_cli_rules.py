@@ -52,7 +52,7 @@ def test_g2p_reads_a_fifo_input_once(tmp_path):
     fifo = tmp_path / "words.fifo"
     os.mkfifo(fifo)
     writer = _feed_fifo(fifo, b"hello\nworld\n")
-    proc = _seqjit("g2p", "--model", "gru", "--input", fifo)
+    proc = _seqjit("g2p", "--no-lexicon", "--model", "gru", "--input", fifo)
     try:
         out, err = proc.communicate(timeout=DEADLINE)
     except subprocess.TimeoutExpired:
@@ -102,7 +102,7 @@ def test_read_only_output_is_refused(cli, tmp_path):
 
 @pytest.mark.parametrize("word", ["foo\nbar", "foo\rbar", "foo\u2028bar", "foo\x0bbar"])
 def test_a_word_holding_a_line_break_is_refused_on_its_line(cli, word):
-    code, out, err = cli("g2p", "--model", "gru", word, "baz")
+    code, out, err = cli("g2p", "--no-lexicon", "--model", "gru", word, "baz")
     assert code == 1
     assert out.split("\n") == ["", "baz\t" + " ".join(G2P("gru").predict(["baz"])[0].phonemes), ""]
     assert err.startswith("seqjit: <argv>:1: the word holds a line break")

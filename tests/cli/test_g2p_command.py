@@ -28,8 +28,8 @@ def test_version(capsys):
 def test_threads_before_or_after_the_subcommand(cli, monkeypatch, where):
     calls = []
     monkeypatch.setattr(seqjit, "set_num_threads", calls.append)
-    argv = ["--threads", "1", "g2p", "--model", "gru", "hello"] if where == "before" else \
-        ["g2p", "--model", "gru", "hello", "--threads", "1"]
+    argv = ["--threads", "1", "g2p", "--no-lexicon", "--model", "gru", "hello"] if where == "before" else \
+        ["g2p", "--no-lexicon", "--model", "gru", "hello", "--threads", "1"]
     code, out, err = cli(*argv)
     assert code == 0, err
     assert calls == [1] and out == _tsv(G2P("gru").predict(["hello"]))
@@ -44,7 +44,7 @@ def test_threads_must_be_positive(cli, argv):
 
 @pytest.mark.parametrize("words", [[], ["-"]])
 def test_g2p_reads_stdin_without_words_or_with_a_dash(cli, words):
-    code, out, err = cli("g2p", "--model", "gru", *words, stdin=b"hello\n\nworld\n")
+    code, out, err = cli("g2p", "--no-lexicon", "--model", "gru", *words, stdin=b"hello\n\nworld\n")
     assert code == 1
     good = G2P("gru").predict(["hello", "world"])
     assert out.split("\n") == [_tsv(good[:1]).rstrip("\n"), "", _tsv(good[1:]).rstrip("\n"), ""]
@@ -58,7 +58,7 @@ def test_too_long_word_gets_an_empty_line_and_the_run_goes_on(cli, tmp_path):
     words = ["hello", "a" * 200, "world", "b" * 129, "c" * 128]
     src, dst = tmp_path / "words.txt", tmp_path / "out.txt"
     src.write_text("".join(w + "\n" for w in words), encoding="utf-8")
-    code, _, err = cli("g2p", "--model", "transformer", "--input", src, "--output", dst, "--quiet")
+    code, _, err = cli("g2p", "--no-lexicon", "--model", "transformer", "--input", src, "--output", dst, "--quiet")
     assert code == 1
     lines = dst.read_text(encoding="utf-8").split("\n")
     assert len(lines) == len(words) + 1 and lines[1] == lines[3] == ""
@@ -82,7 +82,7 @@ def test_predict_checks_the_word_length_and_caps_the_default_max_length():
 # -- item 15: --format json, tabs, truncation ------------------------------------------------------------
 def test_json_lines_hold_word_phonemes_score_and_the_n_best(cli):
     words = ["hello", "seqjit"]
-    code, out, err = cli("g2p", "--model", "attention", "--format", "json", "--beam-size", 4, "--num-hypotheses", 3,
+    code, out, err = cli("g2p", "--no-lexicon", "--model", "attention", "--format", "json", "--beam-size", 4, "--num-hypotheses", 3,
                          *words)
     assert code == 0, err
     rows = [json.loads(line) for line in out.splitlines()]
@@ -90,7 +90,8 @@ def test_json_lines_hold_word_phonemes_score_and_the_n_best(cli):
     assert [r["word"] for r in rows] == words
     for row, want in zip(rows, expected):
         assert set(row) == {"word", "phonemes", "score", "normalized_score", "hypotheses", "unknown", "truncated",
-                            "error"}
+                            "source", "error"}
+        assert row["source"] == "model"
         # beam search ranks by the normalized score (issue 25: score is the sum of log-probabilities)
         assert row["phonemes"] == want.phonemes and row["normalized_score"] == pytest.approx(want.score)
         assert len(row["hypotheses"]) == 3 and row["hypotheses"][0]["phonemes"] == row["phonemes"]
@@ -104,7 +105,7 @@ def test_json_lines_hold_word_phonemes_score_and_the_n_best(cli):
 def test_json_bad_line_is_an_object_with_its_error(cli, tmp_path):
     src = tmp_path / "w.txt"
     src.write_bytes(b"hello\n\xff\n\n")
-    code, out, _ = cli("g2p", "--model", "gru", "--format", "json", "--input", src)
+    code, out, _ = cli("g2p", "--no-lexicon", "--model", "gru", "--format", "json", "--input", src)
     assert code == 1
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(rows) == 3 and rows[0]["error"] is None
@@ -115,7 +116,7 @@ def test_json_bad_line_is_an_object_with_its_error(cli, tmp_path):
 def test_a_tab_ends_the_word(cli, tmp_path):
     src = tmp_path / "lexicon.tsv"
     src.write_text("hello\tHH AH0 L OW1\n\tno word\nworld\n", encoding="utf-8")
-    code, out, err = cli("g2p", "--model", "gru", "--input", src)
+    code, out, err = cli("g2p", "--no-lexicon", "--model", "gru", "--input", src)
     assert code == 1
     good = G2P("gru").predict(["hello", "world"])
     assert out.split("\n") == [_tsv(good[:1]).rstrip("\n"), "", _tsv(good[1:]).rstrip("\n"), ""]
@@ -124,7 +125,7 @@ def test_a_tab_ends_the_word(cli, tmp_path):
 
 
 def test_output_cut_short_by_max_length_is_a_warning(cli):
-    code, out, err = cli("g2p", "--model", "gru", "--max-length", 2, "--format", "json", "hello", "a")
+    code, out, err = cli("g2p", "--no-lexicon", "--model", "gru", "--max-length", 2, "--format", "json", "hello", "a")
     assert code == 0
     rows = [json.loads(line) for line in out.splitlines()]
     assert len(G2P("gru").predict(["hello"])[0].phonemes) > 2  # without the limit 'hello' has more phonemes

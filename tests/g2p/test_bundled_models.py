@@ -6,8 +6,7 @@ import torch
 
 from seqjit.g2p import BUNDLED, G2P
 from seqjit.g2p.data import load_split
-from seqjit.g2p.speed import torch_module
-from seqjit.g2p.torch_models import greedy
+from torch_models import greedy, torch_module  # benchmarks/g2p/training (tests/g2p/conftest.py)
 
 WORDS = 120
 

@@ -12,7 +12,7 @@ from seqjit.g2p.heatmap import SHADES, ascii_heatmap
 
 
 def test_g2p_words_print_the_models_phonemes(capsys):
-    assert main(["g2p", "--model", "attention", "hello", "Biodegradable"]) == 0
+    assert main(["g2p", "--no-lexicon", "--model", "attention", "hello", "Biodegradable"]) == 0
     out = capsys.readouterr().out.splitlines()
     expected = G2P("attention").predict(["hello", "Biodegradable"])
     assert out == [f"{p.word}\t{' '.join(p.phonemes)}" for p in expected]
@@ -23,7 +23,7 @@ def test_g2p_file_keeps_lines_aligned_and_reports_bad_ones(tmp_path, capsys):
     src.write_bytes("hello\n\nMüßig\nbad\xff\xfeline\nworld\n".encode("latin-1")
                     .replace("Müßig".encode("latin-1"), "Müßig".encode()))
     dst = tmp_path / "out.txt"
-    status = main(["g2p", "--model", "gru", "--input", str(src), "--output", str(dst), "--max-batch-tokens", "8"])
+    status = main(["g2p", "--no-lexicon", "--model", "gru", "--input", str(src), "--output", str(dst), "--max-batch-tokens", "8"])
     err = capsys.readouterr().err
     assert status == 1
     lines = dst.read_text(encoding="utf-8").split("\n")

@@ -71,8 +71,8 @@ def _run(capsys, *argv):
 def single_machine(words_file, tmp_path_factory):
     """``seqjit g2p`` without Ray on ``words_file``: (status, output lines, messages)."""
     out = tmp_path_factory.mktemp("single") / "out.txt"
-    done = subprocess.run([sys.executable, "-m", "seqjit", "g2p", "--model", "attention", "--input", str(words_file),
-                           "--output", str(out)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-m", "seqjit", "g2p", "--no-lexicon", "--model", "attention",  # as --ray
+                           "--input", str(words_file), "--output", str(out)], capture_output=True, text=True, timeout=300)
     messages = [line for line in done.stderr.splitlines() if line.startswith("seqjit:")]
     return done.returncode, out.read_text(encoding="utf-8").split("\n"), messages
 

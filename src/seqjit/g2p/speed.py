@@ -3,11 +3,12 @@
 Words per second for greedy decoding at batch 1 (one word per call) and in batches of 64, median of
 ``repeats`` timed passes after one warm-up pass, ``threads`` threads for both engines, each engine
 in its own process. PyTorch is
-measured only when it is installed (``seqjit.g2p.torch_models`` rebuilds each module from the
-shipped safetensors, no training code involved).
+measured only when it is installed and this is a source checkout (benchmarks/g2p/training/torch_models.py
+rebuilds each module from the shipped safetensors; the installed package holds no torch code).
 """
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
@@ -22,60 +23,6 @@ def _words(count: int) -> list:
         from seqjit.g2p.demo import EXAMPLES
 
         return [EXAMPLES[i % len(EXAMPLES)][0] for i in range(count)]
-
-
-def torch_module(name: str):
-    """The PyTorch module of bundled model ``name`` with its shipped weights (needs torch)."""
-    import torch
-    from safetensors.numpy import load_file
-
-    from seqjit.g2p.predictor import model_dir
-    from seqjit.g2p.torch_models import ARCHITECTURES
-    from seqjit.g2p.vocab import Vocab
-
-    directory = model_dir(name)
-    vocab = Vocab.load(directory)
-    module = ARCHITECTURES[name](vocab.src_size, vocab.tgt_size).eval()
-    sd = load_file(str(directory / "model.safetensors"))
-    module.load_state_dict({k: torch.from_numpy(v) for k, v in _torch_names(name, sd, module).items()})
-    return module, vocab
-
-
-def _torch_names(name, sd, module) -> dict:
-    """seqjit's stored names -> the module's (the importer renamed the RNNs and split q/k/v)."""
-    want = module.state_dict()
-    if name != "transformer":
-        # the importer drops Bahdanau's Va bias (it shifts every score equally): any value, e.g. 0
-        return {k: sd[k.replace(".gru.", ".rnn.")] if k != "decoder.attention.Va.bias" else np.zeros(1, np.float32)
-                for k in want}
-    from seqjit.g2p.torch_models import TransformerG2P  # noqa: F401
-
-    out = {"src_embed.weight": sd["encoder.embed_tokens.weight"], "tgt_embed.weight": sd["decoder.embed_tokens.weight"],
-           "generator.weight": sd["lm_head.weight"], "generator.bias": sd["final_logits_bias"].reshape(-1)}
-    norms = {"encoder": {"norm1": "self_attn_layer_norm", "norm2": "final_layer_norm"},
-             "decoder": {"norm1": "self_attn_layer_norm", "norm2": "encoder_attn_layer_norm", "norm3": "final_layer_norm"}}
-    for k in want:
-        if not k.startswith("transformer."):
-            continue
-        parts = k.split(".")
-        side = parts[1]
-        if parts[2] == "norm":
-            out[k] = sd[f"{side}.layer_norm.{parts[3]}"]
-            continue
-        i, sub = parts[3], parts[4]
-        base = f"{side}.layers.{i}"
-        attn = {"self_attn": "self_attn", "multihead_attn": "encoder_attn"}.get(sub)
-        if attn and parts[5] == "in_proj_weight":
-            out[k] = np.concatenate([sd[f"{base}.{attn}.{p}_proj.weight"] for p in "qkv"])
-        elif attn and parts[5] == "in_proj_bias":
-            out[k] = np.concatenate([sd[f"{base}.{attn}.{p}_proj.bias"] for p in "qkv"])
-        elif attn:
-            out[k] = sd[f"{base}.{attn}.out_proj.{parts[6]}"]
-        elif sub in ("linear1", "linear2"):
-            out[k] = sd[f"{base}.{'fc1' if sub == 'linear1' else 'fc2'}.{parts[5]}"]
-        else:
-            out[k] = sd[f"{base}.{norms[side][sub]}.{parts[5]}"]
-    return out
 
 
 def _median_time(fn, repeats: int) -> float:
@@ -129,9 +76,8 @@ def measure(*, words: int = 256, batch: int = 64, single: int = 32, repeats: int
     import importlib.util
     import json
     import subprocess
-    import sys
 
-    engines = ["seqjit"] + (["pytorch"] if with_torch and importlib.util.find_spec("torch") else [])
+    engines = ["seqjit"] + (["pytorch"] if with_torch and importlib.util.find_spec("torch") and training_dir() else [])
     kwargs = json.dumps(dict(words=words, batch=batch, single=single, repeats=repeats, threads=threads))
     import os
 
@@ -150,21 +96,26 @@ def measure(*, words: int = 256, batch: int = 64, single: int = 32, repeats: int
 
 
 def _torch_runner(name: str):
-    import torch
+    """Greedy decoding of bundled model ``name`` as its PyTorch module (the training folder's
+    ``torch_models``, found in a source checkout's benchmarks/)."""
+    training = training_dir()
+    if training is None:
+        raise FileNotFoundError("the PyTorch modules live in a source checkout's benchmarks/g2p/training/ (not installed)")
+    if str(training) not in sys.path:
+        sys.path.insert(0, str(training))
+    from torch_models import torch_runner
 
-    from seqjit.g2p.torch_models import greedy
+    return torch_runner(name)
 
-    module, vocab = torch_module(name)
 
-    def run(words):
-        ids = [vocab.encode_word(w)[0] for w in words]
-        src = torch.zeros((len(ids), max(map(len, ids))), dtype=torch.long)
-        for i, row in enumerate(ids):
-            src[i, : len(row)] = torch.tensor(row)
-        lengths = torch.tensor([len(r) for r in ids])
-        return greedy(module, src, lengths, 2 * int(lengths.max()) + 4)
+def training_dir():
+    """benchmarks/g2p/training of a source checkout (the PyTorch modules), or None when absent."""
+    from seqjit.commands.bench import find_benchmarks
 
-    return run
+    try:
+        return find_benchmarks(None) / "g2p" / "training"
+    except FileNotFoundError:
+        return None
 
 
 def markdown(rows) -> str:

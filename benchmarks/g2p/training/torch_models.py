@@ -1,4 +1,4 @@
-"""The three G2P architectures as PyTorch modules, for training (:mod:`seqjit.g2p.train`) and as the
+"""The three G2P architectures as PyTorch modules, for training (``train.py`` beside this file) and as the
 independent reference the tests compare seqjit against. Parameter names are the ones the seqjit
 importers read (``seqjit.convert.from_torch``), so ``module.state_dict()`` converts as is.
 
@@ -10,11 +10,15 @@ importers read (``seqjit.convert.from_torch``), so ``module.state_dict()`` conve
 - :class:`TransformerG2P` (``transformer``): ``nn.Transformer`` (post-norm, final norms), token
   embeddings times sqrt(d_model) plus interleaved sinusoidal positions, an output projection with bias.
 
-Ids: 0 pad, 1 decoder start, 2 end (see :mod:`seqjit.g2p.vocab`). Needs torch (training/test extra).
+Ids: 0 pad, 1 decoder start, 2 end (see :mod:`seqjit.g2p.vocab`). Needs torch (training/test extra);
+not part of the installed package (which imports no torch): tests and benchmarks put this folder on
+``sys.path``.
 """
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 import torch
 import torch.nn.functional as F
@@ -191,3 +195,74 @@ def greedy(model: nn.Module, src, lengths, max_length: int) -> list:
         if done.all():
             break
     return out
+
+
+def torch_module(name):
+    """The PyTorch module of bundled model ``name`` (or of a G2P model directory this training wrote)
+    with its stored weights (needs torch)."""
+    import torch
+    from safetensors.numpy import load_file
+
+    from seqjit.g2p.predictor import model_dir
+    from seqjit.g2p.vocab import Vocab
+
+    directory = model_dir(name)
+    vocab = Vocab.load(directory)
+    # the constructor keywords the model was trained with (sizes, dropout), as train.py records them
+    model_args = vocab.info.get("training", {}).get("recipe", {}).get("model_args", {})
+    arch = vocab.info.get("training", {}).get("arch", name)
+    module = ARCHITECTURES[arch](vocab.src_size, vocab.tgt_size, **model_args).eval()
+    sd = load_file(str(directory / "model.safetensors"))
+    module.load_state_dict({k: torch.from_numpy(v) for k, v in _torch_names(arch, sd, module).items()})
+    return module, vocab
+
+
+def _torch_names(name, sd, module) -> dict:
+    """seqjit's stored names -> the module's (the importer renamed the RNNs and split q/k/v)."""
+    want = module.state_dict()
+    if name != "transformer":
+        # the importer drops Bahdanau's Va bias (it shifts every score equally): any value, e.g. 0
+        return {k: sd[k.replace(".gru.", ".rnn.")] if k != "decoder.attention.Va.bias" else np.zeros(1, np.float32)
+                for k in want}
+
+    out = {"src_embed.weight": sd["encoder.embed_tokens.weight"], "tgt_embed.weight": sd["decoder.embed_tokens.weight"],
+           "generator.weight": sd["lm_head.weight"], "generator.bias": sd["final_logits_bias"].reshape(-1)}
+    norms = {"encoder": {"norm1": "self_attn_layer_norm", "norm2": "final_layer_norm"},
+             "decoder": {"norm1": "self_attn_layer_norm", "norm2": "encoder_attn_layer_norm", "norm3": "final_layer_norm"}}
+    for k in want:
+        if not k.startswith("transformer."):
+            continue
+        parts = k.split(".")
+        side = parts[1]
+        if parts[2] == "norm":
+            out[k] = sd[f"{side}.layer_norm.{parts[3]}"]
+            continue
+        i, sub = parts[3], parts[4]
+        base = f"{side}.layers.{i}"
+        attn = {"self_attn": "self_attn", "multihead_attn": "encoder_attn"}.get(sub)
+        if attn and parts[5] == "in_proj_weight":
+            out[k] = np.concatenate([sd[f"{base}.{attn}.{p}_proj.weight"] for p in "qkv"])
+        elif attn and parts[5] == "in_proj_bias":
+            out[k] = np.concatenate([sd[f"{base}.{attn}.{p}_proj.bias"] for p in "qkv"])
+        elif attn:
+            out[k] = sd[f"{base}.{attn}.out_proj.{parts[6]}"]
+        elif sub in ("linear1", "linear2"):
+            out[k] = sd[f"{base}.{'fc1' if sub == 'linear1' else 'fc2'}.{parts[5]}"]
+        else:
+            out[k] = sd[f"{base}.{norms[side][sub]}.{parts[5]}"]
+    return out
+
+
+def torch_runner(name: str):
+    """A function: words -> greedy phoneme ids of bundled model ``name`` as its PyTorch module."""
+    module, vocab = torch_module(name)
+
+    def run(words):
+        ids = [vocab.encode_word(w)[0] for w in words]
+        src = torch.zeros((len(ids), max(map(len, ids))), dtype=torch.long)
+        for i, row in enumerate(ids):
+            src[i, : len(row)] = torch.tensor(row)
+        lengths = torch.tensor([len(r) for r in ids])
+        return greedy(module, src, lengths, 2 * int(lengths.max()) + 4)
+
+    return run
