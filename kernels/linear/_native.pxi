@@ -69,6 +69,7 @@ cdef extern from "native_team.h" nogil:  # src/seqjit/graph/native_team.h: the c
     int sj_team_run(sj_team_fn fn, void *ctx)
     void sj_team_counts(long long *out)
     void sj_team_forgive()
+    int sj_team_degraded()
 
 
 cdef struct _LinearJob:

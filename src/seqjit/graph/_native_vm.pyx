@@ -269,6 +269,8 @@ cdef class Program:
         clock_gettime(CLOCK_MONOTONIC, &t1)
         dt = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9
         if mode == 1:
+            if sj_team_degraded():  # the hold went serial: not a measure of the team
+                return rc
             self.mean_team = dt if self.mean_team == 0 else 0.75 * self.mean_team + 0.25 * dt
         else:
             self.mean_solo = dt if self.mean_solo == 0 else 0.75 * self.mean_solo + 0.25 * dt

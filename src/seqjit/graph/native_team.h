@@ -45,7 +45,7 @@ static struct {
     sj_team_fn fn;
     void *ctx;
     int64_t waits, steals, items;  /* statistics, for tests and tuning */
-    int64_t recent_items, recent_steals;  /* since the last probe (across holds) */
+    int64_t recent_items, recent_steals, recent_waits;  /* since the last probe (across holds) */
 } sj_team = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static inline int64_t sj_now_ns(void) {
@@ -151,10 +151,14 @@ static int sj_team_acquire(void) {
     return 1;
 }
 
+/* whether the current hold went serial (the worker was late twice, or another run started): such a
+   run's time says nothing of the team's */
+static int sj_team_degraded(void) { return __atomic_load_n(&sj_team.degraded, __ATOMIC_ACQUIRE); }
+
 /* forget a back-off (tests) */
 static void sj_team_forgive(void) {
     __atomic_store_n(&sj_team.backoff_until, 0, __ATOMIC_RELEASE);
-    sj_team.recent_items = sj_team.recent_steals = 0;
+    sj_team.recent_items = sj_team.recent_steals = sj_team.recent_waits = 0;
 }
 
 /* items published, parts the caller took back (the worker was not there in time), long waits */
@@ -198,8 +202,9 @@ static int sj_team_run(sj_team_fn fn, void *ctx) {
             __atomic_store_n(&sj_team.degraded, 1, __ATOMIC_RELEASE);
             __atomic_store_n(&sj_team.backoff_until, sj_now_ns() + SJ_TEAM_BACKOFF_NS, __ATOMIC_RELEASE);
         }
-        sj_team.recent_items = sj_team.recent_steals = 0;
+        sj_team.recent_items = sj_team.recent_steals = sj_team.recent_waits = 0;
     }
+    int64_t part_start = sj_now_ns();
     fn(ctx, 0);
     int64_t expect = s - 1;
     if (__atomic_compare_exchange_n(&sj_team.claimed, &expect, s, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
@@ -211,13 +216,21 @@ static int sj_team_run(sj_team_fn fn, void *ctx) {
     if (__atomic_load_n(&sj_team.done, __ATOMIC_ACQUIRE) == s)
         return 0;
     int64_t start = sj_now_ns();
+    /* the worker's part is as large as ours: it was preempted only when it is still not done after
+       our own part's time plus SJ_TEAM_WAIT_NS (a fixed limit alone is shorter than one half of a
+       large product: m2m100's 16 MB matrices at 1 row) */
+    int64_t limit = SJ_TEAM_WAIT_NS + (start - part_start);
     unsigned spins = 0;
     while (__atomic_load_n(&sj_team.done, __ATOMIC_ACQUIRE) != s) {
         sj_pause();
-        if (++spins % 1024 == 0 && sj_now_ns() - start > SJ_TEAM_WAIT_NS) {
+        if (++spins % 1024 == 0 && sj_now_ns() - start > limit) {
             while (__atomic_load_n(&sj_team.done, __ATOMIC_ACQUIRE) != s)
                 sched_yield();
             sj_team.waits++;
+            /* one late part is a hiccup of the worker's core (a host's steal time); a second one
+               within SJ_TEAM_PROBE items means its core is busy: then back off */
+            if (++sj_team.recent_waits < 2)
+                return 0;
             __atomic_store_n(&sj_team.degraded, 1, __ATOMIC_RELEASE);
             __atomic_store_n(&sj_team.backoff_until, sj_now_ns() + SJ_TEAM_BACKOFF_NS, __ATOMIC_RELEASE);
             return 1;
