@@ -157,3 +157,17 @@ def team_logits():
         np.testing.assert_array_equal(two, one)
         return one, (ids, tgt, lens)
     return check
+
+
+@pytest.fixture(params=["avx512", "avx2", "base"])
+def isa(request):
+    """Each instruction-set variant of the native row and linear kernels, forced for the test; skipped
+    where this CPU lacks it (absent hardware)."""
+    from seqjit.graph import _native_vm
+
+    got = _native_vm.linear_isa(request.param)
+    if got != request.param:
+        _native_vm.linear_isa(None)
+        pytest.skip(f"this CPU does not run {request.param}")
+    yield got
+    _native_vm.linear_isa(None)

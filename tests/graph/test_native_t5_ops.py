@@ -13,19 +13,6 @@ from .test_native_replay import TOL, f32, run_native
 rng = np.random.default_rng(11)
 
 
-@pytest.fixture(params=["base", "avx2", "avx512"])
-def isa(request):
-    """Each instruction-set variant of the row kernels (kernels/activations/native_act.h)."""
-    from seqjit.graph import _native_vm
-
-    got = _native_vm.linear_isa(request.param)
-    if got != request.param:
-        _native_vm.linear_isa(None)
-        pytest.skip(f"this CPU does not run {request.param}")
-    yield got
-    _native_vm.linear_isa(None)
-
-
 @pytest.mark.parametrize("shape", [(1, 32), (3, 5, 48), (2, 7), (4, 768)])
 def test_rms_norm_equals_t5_layer_norm(shape, isa):
     from transformers.models.t5.modeling_t5 import T5LayerNorm

@@ -11,7 +11,6 @@ from seqjit.graph import Executor, GraphBuilder, _native_vm
 from seqjit.kernels.linear.packed import PANEL, pack_panels, panels, unpack_panels
 
 TOL = dict(rtol=2e-5, atol=2e-5)
-ISAS = ["avx512", "avx2", "base"]
 
 
 def _run(x, w, b, act, layout):
@@ -35,16 +34,6 @@ def test_pack_round_trip(n, layout):
     assert packed.shape == (panels(n), 37, PANEL) and packed.ctypes.data % 64 == 0
     np.testing.assert_array_equal(unpack_panels(packed, n), w)
     assert not packed.transpose(0, 2, 1).reshape(-1, 37)[n:].any()  # columns past N are zero
-
-
-@pytest.fixture(params=ISAS)
-def isa(request):
-    got = _native_vm.linear_isa(request.param)
-    if got != request.param:
-        _native_vm.linear_isa(None)
-        pytest.skip(f"this CPU does not run {request.param}")
-    yield got
-    _native_vm.linear_isa(None)
 
 
 # M: every row-block split of the 12-row (AVX-512) and 6-row (AVX2, baseline) tiles, from the first

@@ -172,14 +172,18 @@ class OpLowerings:
         self.emit("layer_norm", [x, g, b, y], [m, d, ldx, ldy], [attrs["eps"]])
 
     def op_add(self, node, attrs):
+        self.emit("add", *self._elementwise(node, "add"))
+
+    def _elementwise(self, node, name: str):
+        """The operands of ``y = a <name> b`` over same-shaped contiguous arrays (no broadcasting)."""
         a, b = node.inputs
         (y,) = node.outputs
         arrs = [self.arrays[a], self.arrays[b], self.arrays[y]]
         if len({x.shape for x in arrs}) != 1:
-            raise Unsupported("broadcasting add")
+            raise Unsupported(f"broadcasting {name}")
         for x in arrs:
             _contig(x)
-        self.emit("add", [a, b, y], [arrs[2].size])
+        return [a, b, y], [arrs[2].size]
 
     def op_embedding(self, node, attrs):
         ids, table, pos = (list(node.inputs) + [None])[:3]
@@ -271,14 +275,7 @@ class OpLowerings:
         self.emit("rms_norm", [x, g, y], [m, d, ldx, ldy], [attrs["eps"]])
 
     def op_mul(self, node, attrs):
-        a, b = node.inputs
-        (y,) = node.outputs
-        arrs = [self.arrays[a], self.arrays[b], self.arrays[y]]
-        if len({x.shape for x in arrs}) != 1:
-            raise Unsupported("broadcasting mul")
-        for x in arrs:
-            _contig(x)
-        self.emit("mul", [a, b, y], [arrs[2].size])
+        self.emit("mul", *self._elementwise(node, "mul"))
 
     def op_relative_bias(self, node, attrs):
         table, like = node.inputs
