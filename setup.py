@@ -4,7 +4,8 @@
   ``seqjit.kernels``).
 - Cython extensions: every ``kernels/<family>/cython_cpu.pyx`` becomes ``seqjit.kernels.<family>.cython_cpu``;
   ``src/seqjit/graph/_native_vm.pyx`` (the native replay VM) includes the families' ``_native.pxi``
-  kernels and C headers from ``kernels/``.
+  kernels and C headers from ``kernels/``; the runtime below both (the team-of-two header) is in
+  ``kernels/_runtime/``, found through the same ``kernels`` include folder.
 - OpenMP: used when the compiler accepts ``-fopenmp``; otherwise the extensions build serial
   (``prange`` then runs as a plain loop).
 """

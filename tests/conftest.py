@@ -143,7 +143,7 @@ def marian_sources():
 def team_logits():
     """``team_logits(model)`` -> ``(logits, (ids, tgt, lens))``: teacher-forced logits of three
     sources at 1 thread, after checking that at 2 threads some product went to the team of two
-    (src/seqjit/graph/native_team.h) and the logits are the same bit for bit."""
+    (kernels/_runtime/native_team.h) and the logits are the same bit for bit."""
     from seqjit.decoding.api import pad_sources
     from seqjit.graph import _native_vm
 

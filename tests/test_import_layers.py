@@ -1,14 +1,19 @@
 """The import graph of ``src/seqjit`` and ``kernels/``: no circle, and no arrow from a lower layer up.
 
 Every ``import``/``from`` statement of every module (imports inside functions too: they are how circles
-hide) is read with :mod:`ast` (``.pyx`` files line by line, ``cimport`` aside), without importing anything.
+hide) is read with :mod:`ast` (``.pyx`` files line by line, ``cimport`` too), without importing anything.
+The C level counts as well: a ``.pyx``/``.pxi`` file's ``include "x.pxi"`` and ``cdef extern from "x.h"``
+and a header's ``#include "x.h"`` are edges to the project's own file they resolve to (the including
+file's folder, then ``kernels/``, then the folder of a ``.pyx`` that compiles it, as Cython and the C
+compiler search; system headers are not the project's and do not count). A C file is named by its
+folder's package plus its file name (``seqjit.kernels.linear._native.pxi``).
 Importing ``seqjit.a.b.c`` also runs the packages ``seqjit.a`` and ``seqjit.a.b``, so those count as
 imported too (except a module's own enclosing packages, which Python has already started).
 
 Layers, bottom up (issue #22 and the README's developer section)::
 
-    errors/runtime -> kernels -> graph -> models -> decoding -> devices (gpu) -> convert
-      -> the seqjit facade -> text -> applications (g2p) -> integrations (ray) -> CLI
+    errors/runtime (and kernels/_runtime: the team-of-two header) -> kernels -> graph -> models
+      -> decoding -> devices (gpu) -> convert -> the seqjit facade -> text -> applications (g2p) -> integrations (ray) -> CLI
 
 A module may import its own layer or any layer below. The root package ``seqjit/__init__.py`` is a facade
 that resolves ``seqjit.load`` and friends lazily by name; it sits above convert, whose functions it
@@ -37,7 +42,7 @@ PACKAGES = ((ROOT / "src" / "seqjit", "seqjit"), (ROOT / "kernels", "seqjit.kern
 
 #: bottom up; a module's layer is the one of the longest prefix below that names it
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("errors/runtime", ("seqjit.errors", "seqjit.runtime")),
+    ("errors/runtime", ("seqjit.errors", "seqjit.runtime", "seqjit.kernels._runtime")),
     ("kernels", ("seqjit.kernels",)),
     ("graph", ("seqjit.graph",)),
     ("models", ("seqjit.models",)),
@@ -60,20 +65,47 @@ KNOWN: dict[tuple[str, str], str] = {
 
 
 def _module_files() -> dict[str, Path]:
-    """Every module's dotted name -> its source file (``.py`` or ``.pyx``)."""
+    """Every module's dotted name -> its source file (``.py``, ``.pyx``; ``.pxi``/``.pxd``/``.h`` by file name)."""
     found: dict[str, Path] = {}
     for folder, package in PACKAGES:
         for path in sorted(folder.rglob("*")):
-            if path.suffix not in (".py", ".pyx") or "__pycache__" in path.parts or "build" in path.parts:
+            if path.suffix not in (".py", ".pyx") + C_SUFFIXES or "__pycache__" in path.parts \
+                    or "build" in path.parts:
                 continue
             parts = list(path.relative_to(folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
+            if path.suffix in C_SUFFIXES:
+                parts[-1] = path.name
+            elif parts[-1] == "__init__":
                 parts.pop()
             found[".".join([package, *parts])] = path
     return found
 
 
-_PYX_IMPORT = re.compile(r"^\s*(?:from\s+([.\w]+)\s+import\s+(?!\*)([\w ,()]+)|import\s+([\w.]+))\s*(?:#.*)?$")
+#: files of the C level, named with their suffix (``seqjit.kernels.linear.native_gemv.h``)
+C_SUFFIXES = (".pxi", ".pxd", ".h")
+_C_INCLUDE = re.compile(r'^\s*(?:include\s+"([^"]+)"|cdef\s+extern\s+from\s+"([^"]+)"|#\s*include\s+"([^"]+)")')
+
+
+def _c_includes(path: Path, names: dict[Path, str]) -> set[str]:
+    """The project's files that ``path`` includes (Cython ``include``, ``cdef extern from``, C ``#include``),
+    resolved as Cython and the C compiler search: the including file's folder, ``kernels/``, then the
+    folder of any ``.pyx`` (a ``.pxi`` compiles inside the ``.pyx`` that includes it)."""
+    roots = [path.parent, ROOT / "kernels", *sorted({p.parent for p in names if p.suffix == ".pyx"})]
+    found = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        match = _C_INCLUDE.match(line)
+        if not match:
+            continue
+        included = next(group for group in match.groups() if group)
+        for root in roots:
+            candidate = (root / included).resolve()
+            if candidate in names:
+                found.add(names[candidate])
+                break
+    return found
+
+
+_PYX_IMPORT = re.compile(r"^\s*(?:from\s+([.\w]+)\s+c?import\s+(?!\*)([\w ,()]+)|c?import\s+([\w.]+))\s*(?:#.*)?$")
 
 
 def _statements(path: Path) -> list[tuple[int, str | None, tuple[str, ...]]]:
@@ -88,7 +120,7 @@ def _statements(path: Path) -> list[tuple[int, str | None, tuple[str, ...]]]:
             elif isinstance(node, ast.ImportFrom):
                 found.append((node.level, node.module, tuple(alias.name for alias in node.names)))
         return found
-    for line in text.splitlines():  # Cython: Python imports only (cimport is C-level, checked by the compiler)
+    for line in text.splitlines():  # Cython: ``import`` and ``cimport`` alike
         match = _PYX_IMPORT.match(line)
         if match and match.group(1):
             module = match.group(1)
@@ -103,10 +135,19 @@ def _statements(path: Path) -> list[tuple[int, str | None, tuple[str, ...]]]:
 def import_graph() -> dict[str, set[str]]:
     """module -> the seqjit modules it imports (directly, or as enclosing packages that run first)."""
     files = _module_files()
+    by_path = {path.resolve(): name for name, path in files.items()}
     graph: dict[str, set[str]] = {}
     for name, path in files.items():
+        if path.suffix != ".py":
+            included = _c_includes(path, by_path)
+            if path.suffix == ".h":
+                graph[name] = included
+                continue
+        else:
+            included = set()
         is_package = path.stem == "__init__"
-        here = name if is_package else name.rpartition(".")[0]
+        here = name if is_package else name[:-len(path.name) - 1] if path.suffix in C_SUFFIXES \
+            else name.rpartition(".")[0]
         targets: set[str] = set()
         for level, module, names in _statements(path):
             if level:
@@ -125,7 +166,7 @@ def import_graph() -> dict[str, set[str]]:
             parts = target.split(".")
             for k in range(2, len(parts)):  # the enclosing packages run first (not the root facade)
                 targets.add(".".join(parts[:k]))
-        graph[name] = {t for t in targets if t in files and t not in enclosing}
+        graph[name] = {t for t in targets if t in files and t not in enclosing} | included
     return graph
 
 
@@ -218,9 +259,14 @@ def test_known_edges_still_exist(graph):
     assert not gone, "edges fixed since: delete them from KNOWN:\n" + "\n".join(f"  {a} -> {b}" for a, b in gone)
 
 
-def test_the_walker_sees_function_level_imports_and_circles():
-    """The walker itself: a function-level import is an edge, and a circle is found (guards the guard)."""
+def test_the_walker_sees_function_level_imports_includes_and_circles():
+    """The walker itself: a function-level import is an edge, so are Cython includes and C headers, and a
+    circle is found (guards the guard)."""
     files = import_graph()
     assert "seqjit.errors" in files and "seqjit.kernels.softmax.numba_cpu" in files
+    assert "seqjit.kernels._runtime.native_team.h" in files["seqjit.kernels.linear._native.pxi"]
+    assert "seqjit.kernels.linear._native.pxi" in files["seqjit.graph._native_vm"]
+    assert "seqjit.kernels._sj_isa_variants.h" in files["seqjit.kernels.linear.native_gemv.h"]
+    assert layer("seqjit.kernels._runtime.native_team.h") < layer("seqjit.kernels.linear._native.pxi")
     circle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycle_edges(circle) == {("a", "b"), ("b", "c"), ("c", "a")}

@@ -5,7 +5,7 @@
 
 Prints tokens/s for each caller count (median of --repeats runs) and the 2-caller / 1-caller ratio.
 The native decode releases the GIL, so two callers can use two cores. Also: one caller at 2 intra-op
-threads (its products split over the team of two, src/seqjit/graph/native_team.h), and two callers
+threads (its products split over the team of two, kernels/_runtime/native_team.h), and two callers
 at 2 threads each (one of them holds the team; the other's run makes it step back).
 """
 from __future__ import annotations

@@ -60,7 +60,7 @@ cdef inline void _gemv_cols(const float* x, Py_ssize_t ldx, int M, int K, const 
 
 DEF BLAS_MIN_MACS = 1 << 26
 
-cdef extern from "native_team.h" nogil:  # src/seqjit/graph/native_team.h: the caller + one worker
+cdef extern from "_runtime/native_team.h" nogil:  # kernels/_runtime/native_team.h: the caller + one worker
     ctypedef void (*sj_team_fn)(void *ctx, int part) noexcept nogil
     int sj_team_acquire()
     void sj_team_release()

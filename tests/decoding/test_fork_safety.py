@@ -132,7 +132,7 @@ def test_spawn_pool_decodes_like_parent(specs, parent_decoded, arch):
 
 def test_forked_child_takes_the_native_team_while_the_parent_was_decoding(specs, tmp_path):
     """A fork while another thread is inside a native run: the child must not inherit that run's
-    count (src/seqjit/graph/native_team.h lends the team of two only to a lone run), or its products
+    count (kernels/_runtime/native_team.h lends the team of two only to a lone run), or its products
     never go to the team again. Each child tries ten times: a program whose runs have been faster
     alone still tries the team every 8th run, and a busy machine may make the team back off once;
     with the inherited count no try succeeds."""

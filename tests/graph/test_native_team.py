@@ -1,4 +1,4 @@
-"""The team of two (src/seqjit/graph/native_team.h): a decode at 2 threads splits its products over
+"""The team of two (kernels/_runtime/native_team.h): a decode at 2 threads splits its products over
 the calling thread and one worker, and gives bit-for-bit the single-thread results; concurrent
 callers, where only one can hold the team, too. (A program's first run at 2 threads goes alone, its
 second with the team: each test makes at least two.)"""

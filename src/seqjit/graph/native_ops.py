@@ -45,7 +45,7 @@ _ACT = {None: act_spec.NONE, "relu": act_spec.RELU, "gelu": act_spec.GELU, "gelu
 
 
 #: a node of at least this many multiply-adds (and fewer than PARALLEL_MACS) is split in two column
-#: halves over the team of two (src/seqjit/graph/native_team.h) when a run has 2 threads: one
+#: halves over the team of two (kernels/_runtime/native_team.h) when a run has 2 threads: one
 #: handoff costs ~0.3 us; a [1, 128] x [128, 128] product ~0.5-1 us
 TEAM_MACS = 1 << 14
 
