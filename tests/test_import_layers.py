@@ -21,12 +21,13 @@ names, and below the applications that call ``seqjit.load``. ``seqjit.text`` (li
 batching, the SentencePiece codec) is the library both the CLI and the Ray integration use.
 
 A module found by name at run time is not an edge here: the kernel registry's backends
-(``seqjit.kernels.get``), the facade's lazy names, and the device registry's providers
+(``seqjit.kernels.get``), the facade's lazy names, the device registry's providers
 (``seqjit.models.devices.PROVIDERS``: a model asks for the runtime of a device by name; the GPU's
-provider implements that protocol, so the model depends on the protocol, not on ``seqjit.gpu``).
+provider implements that protocol, so the model depends on the protocol, not on ``seqjit.gpu``), and
+the decoding layer that ``model.generate`` calls (``seqjit.models.base.DECODER``: ``decode`` and
+``generate_stream``, the same protocol ``seqjit.decoding`` exports).
 
-While some edges could not be removed yet, :data:`KNOWN` lists them, each with why. The list may only
-shrink: a new circle or upward edge fails, and so does a listed edge that no longer exists (delete it).
+There are no exceptions: any circle or upward edge fails.
 """
 from __future__ import annotations
 
@@ -55,14 +56,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("integrations", ("seqjit.integrations",)),
     ("CLI", ("seqjit.commands", "seqjit.cli", "seqjit.__main__")),
 )
-
-_MODEL_GENERATE = "Seq2SeqModel.generate/generate_stream call seqjit.decoding (a convenience upward)"
-
-#: edges (importer, imported) that still exist and break a rule, each with why; each must only disappear.
-KNOWN: dict[tuple[str, str], str] = {
-    ("seqjit.models.base", "seqjit.decoding"): _MODEL_GENERATE,
-}
-
 
 def _module_files() -> dict[str, Path]:
     """Every module's dotted name -> its source file (``.py``, ``.pyx``; ``.pxi``/``.pxd``/``.h`` by file name)."""
@@ -247,16 +240,10 @@ def test_every_module_has_a_layer(graph):
         layer(module)
 
 
-def test_no_new_circle_or_upward_import(graph):
-    new = {edge: why for edge, why in violations(graph).items() if edge not in KNOWN}
+def test_no_circle_or_upward_import(graph):
+    new = violations(graph)
     assert not new, "imports that break the layering (fix the layering, not the import):\n" + "\n".join(
         f"  {a} -> {b}: {why}" for (a, b), why in sorted(new.items()))
-
-
-def test_known_edges_still_exist(graph):
-    found = violations(graph)
-    gone = sorted(edge for edge in KNOWN if edge not in found)
-    assert not gone, "edges fixed since: delete them from KNOWN:\n" + "\n".join(f"  {a} -> {b}" for a, b in gone)
 
 
 def test_the_walker_sees_function_level_imports_includes_and_circles():
@@ -270,3 +257,16 @@ def test_the_walker_sees_function_level_imports_includes_and_circles():
     assert layer("seqjit.kernels._runtime.native_team.h") < layer("seqjit.kernels.linear._native.pxi")
     circle = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _cycle_edges(circle) == {("a", "b"), ("b", "c"), ("c", "a")}
+
+
+def test_a_model_reaches_the_decoding_layer_by_name_only():
+    """Importing the models imports no decoding (nor device) code; ``model.generate`` finds the decoding
+    layer by its name, :data:`seqjit.models.base.DECODER`, which exports what the models call."""
+    import subprocess
+    import sys
+
+    code = ("import sys, seqjit.models.base as base\n"
+            "assert not [m for m in sys.modules if m.startswith(('seqjit.decoding', 'seqjit.gpu'))]\n"
+            "decoder = base._decoder()\n"
+            "assert decoder.__name__ == base.DECODER and callable(decoder.decode) and callable(decoder.generate_stream)\n")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

@@ -55,6 +55,7 @@ On the GPU (``model.to("cuda")``) the same calls work; the states are device arr
 """
 from __future__ import annotations
 
+import importlib
 import threading
 
 import numpy as np
@@ -64,6 +65,18 @@ from seqjit.models.contract import (ATTENTION, DEFAULT_MAX_LENGTH, LOGITS, MEMOR
                                     SRC_LENGTHS, STEP, DecoderState, check_ids, check_source)
 from seqjit.models.devices import check_device, runtime_for
 from seqjit.models.weight_checks import check_weights
+
+#: the module that decodes for :meth:`Seq2SeqModel.generate` and :meth:`~Seq2SeqModel.generate_stream`
+#: (``decode(model, sources, arguments, unknown)``, ``generate_stream(model, source, **options)``). The
+#: decoding layer sits above the models, so a model finds it by name when it first decodes, as it finds
+#: a device's runtime (:data:`seqjit.models.devices.PROVIDERS`) and as the executors find kernel backends:
+#: the models import nothing of ``decoding``.
+DECODER = "seqjit.decoding"
+
+
+def _decoder():
+    """The decoding layer's module, :data:`DECODER` (imported once; later calls are a dict look-up)."""
+    return importlib.import_module(DECODER)
 
 class Seq2SeqModel:
     """Base of every architecture. Subclasses set ``arch`` and ``config_class`` and implement
@@ -338,9 +351,7 @@ class Seq2SeqModel:
         ``max_new_tokens`` ...) is an :class:`~seqjit.errors.UnknownOptionError` naming the seqjit
         option it means.
         """
-        from seqjit.decoding import decode
-
-        return decode(self, sources, locals(), unknown)
+        return _decoder().decode(self, sources, locals(), unknown)
 
     def generate_stream(self, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
                         num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
@@ -353,9 +364,7 @@ class Seq2SeqModel:
         """Yield :class:`~seqjit.decoding.StepToken` for one source as tokens are produced
         (greedy or sampling); see :func:`seqjit.decoding.generate_stream` (the options: :meth:`generate`)."""
         arguments = {name: value for name, value in locals().items() if name not in ("self", "source", "unknown")}
-        from seqjit.decoding import generate_stream
-
-        return generate_stream(self, source, **arguments, **unknown)
+        return _decoder().generate_stream(self, source, **arguments, **unknown)
 
     def prepare(self):
         """Do now the part of a first decode that does not depend on the batch shape (importing the
