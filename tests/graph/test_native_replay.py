@@ -324,7 +324,7 @@ def test_int8_model_native_equals_python(model_pairs):
 def test_batches_split_over_threads_equal_one_thread(model_pairs):
     """With 2 threads a batch of 24 decodes as parts on two threads; the results are the same."""
     import seqjit
-    from seqjit.decoding import api
+    from seqjit.decoding import api, strategy
     from seqjit.decoding.inputs import parse_options
 
     _, native, python, _ = model_pairs[0]
@@ -334,7 +334,10 @@ def test_batches_split_over_threads_equal_one_thread(model_pairs):
         seqjit.set_num_threads(2)
         lens = np.array([len(s) for s in sources])
         order = np.argsort(-lens, kind="stable")
-        parts = api._parts(native, order, lens, parse_options(dict(max_length=12)), None)
+        opts = parse_options(dict(max_length=12))
+        choice = strategy.choose(native, opts, rows=len(sources))
+        assert choice.path == "native", choice.why
+        parts = api._parts(choice, order, lens, opts)
         assert len(parts) == 2 and min(len(p) for p in parts) >= api.SPLIT_MIN_ROWS
         assert np.array_equal(np.concatenate(parts), order)
         split = native.generate(sources, max_length=12, return_scores=True)

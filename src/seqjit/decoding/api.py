@@ -1,7 +1,9 @@
 """``generate`` and ``generate_stream``: one decoding entry point for every architecture.
 
 Works with any model that follows the decoder-step contract of :mod:`seqjit.models.base`
-(``start``/``step``/``DecoderState.reorder`` and the special token ids).
+(``start``/``step``/``DecoderState.reorder`` and the special token ids). The inputs are checked once
+per call (:mod:`~seqjit.decoding.inputs`), then :func:`seqjit.decoding.strategy.choose` decides the
+path (device, pooled runner, native decode, Python loop) and this module runs it.
 """
 from __future__ import annotations
 
@@ -11,14 +13,15 @@ import threading
 import numpy as np
 
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
-from seqjit.models.contract import DEFAULT_MAX_LENGTH, declares
+from seqjit.models.contract import DEFAULT_MAX_LENGTH
 
 from . import native_beam, native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
 from .runner_pool import RunnerPool
-from .inputs import (MAX_CHECKED, check_vocab, drain, finished, given_options, pad_sources, parse_options,
-                     resolve_rules, suppressed_tokens, with_seed)
+from .inputs import (MAX_CHECKED, check_batching, check_vocab, drain, finished, given_options, pad_sources,
+                     parse_options, resolve_rules, suppressed_tokens, with_seed)
+from .strategy import COMPACT_MIN_ROWS, NATIVE, RUNNER, Choice, choose
 from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .native_stream import native_stream
 from .options import DecodingOptions, document_options
@@ -75,27 +78,26 @@ def decode(model, sources, arguments: dict, unknown: dict) -> list:
         return model.device_runtime.generate(model, sources, lengths=lengths, max_batch_size=max_batch_size,
                                              callback=callback, **options)
     opts = resolve_rules(model, parse_options(options))
-    if not isinstance(max_batch_size, int) or max_batch_size < 1:
-        raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
-    if callback is not None and opts.beam_size > 1:
-        raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
+    check_batching(max_batch_size, callback, opts)
     ids, lens = pad_sources(sources, model.pad_id, lengths)
     check_vocab(model, ids, lens)
     opts = with_seed(_checked_max_length(model, opts, "max_length" in options,
                                           min(max_batch_size, ids.shape[0]) * opts.beam_size, ids.shape[1]))
-    if ids.shape[0] <= max_batch_size and callback is None:
+    choice = choose(model, opts, rows=ids.shape[0], max_batch_size=max_batch_size, callback=callback)
+    if choice.path == RUNNER:
         results = _runner_decode(model, ids, lens, opts)
         if results is not None:
             return results
+        choice = choice._replace(path=NATIVE, why="the runner's plans do not lower")
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
         chunk = order[start:start + max_batch_size]
-        parts = _parts(model, chunk, lens, opts, callback)
+        parts = _parts(choice, chunk, lens, opts)
         if len(parts) == 1:
-            batch_results = _decode_rows(model, ids, lens, chunk, opts, callback)
+            batch_results = _decode_rows(model, ids, lens, chunk, opts, callback, choice)
         else:
-            batch_results = _decode_parts(model, ids, lens, parts, opts, callback)
+            batch_results = _decode_parts(model, ids, lens, parts, opts, callback, choice)
         for i, res in zip(chunk, batch_results):
             results[i] = finished(res, opts, lens[i])
     return results
@@ -122,14 +124,13 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
-def _parts(model, rows: np.ndarray, lens: np.ndarray, opts, callback) -> list:
+def _parts(choice: Choice, rows: np.ndarray, lens: np.ndarray, opts) -> list:
     """``rows`` (sorted by source length, longest first) cut into parts of about equal work (each
     row weighs its source length plus max_length: encoder and decoder steps); contiguous in length,
-    so each part pads little."""
+    so each part pads little. Only a native decode is split (:data:`SPLIT_MIN_ROWS` rows a part at least)."""
     threads = get_num_threads()
     count = min(threads, rows.shape[0] // SPLIT_MIN_ROWS)
-    native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, callback)
-    if count < 2 or not native or getattr(model, "replay", None) == "python":
+    if count < 2 or choice.path != NATIVE:
         return [rows]
     work = np.cumsum(lens[rows] + opts.max_length)
     cuts = np.searchsorted(work, work[-1] * np.arange(1, count) / count)
@@ -141,14 +142,8 @@ _pools_lock = threading.Lock()
 
 
 def _runner_decode(model, ids, lens, opts) -> list | None:
-    """Greedy search, sampling or beam search of a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
-    beams) through the model's :class:`~seqjit.decoding.runner_pool.RunnerPool`; None where that does not
-    apply."""
-    native = native_beam.eligible(model, opts) if opts.beam_size > 1 else native_greedy.eligible(model, opts, None)
-    if ids.shape[0] * opts.beam_size >= native_greedy.COMPACT_MIN_ROWS or not native \
-            or (opts.forces_tokens and opts.beam_size == 1) or getattr(model, "replay", None) == "python" \
-            or not declares(model, "native_decode"):
-        return None
+    """The ``runner`` path (:func:`~seqjit.decoding.strategy.choose`): the whole batch through the
+    model's :class:`~seqjit.decoding.runner_pool.RunnerPool`; None when its plans do not lower."""
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
         with _pools_lock:
@@ -166,22 +161,22 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
 WIDTH_BUCKET = 4
 
 
-def _decode_rows(model, ids, lens, rows, opts, callback) -> list:
+def _decode_rows(model, ids, lens, rows, opts, callback, choice: Choice) -> list:
     width = max(1, int(lens[rows].max()))
     src = ids[rows, :width]
-    if rows.shape[0] >= native_greedy.COMPACT_MIN_ROWS and width % WIDTH_BUCKET:
+    if rows.shape[0] >= COMPACT_MIN_ROWS and width % WIDTH_BUCKET:
         width += WIDTH_BUCKET - width % WIDTH_BUCKET
         pad = model.pad_id if model.pad_id is not None else 0
         src = np.concatenate([ids[rows, :width], np.full((rows.shape[0], max(0, width - ids.shape[1])), pad, np.int64)],
                              axis=1)
     state = model.start(src, lens[rows], max_length=opts.max_length)
     try:
-        return _decode(model, state, opts, callback, rows)
+        return _decode(model, state, opts, callback, choice, rows)
     finally:
         state.close()
 
 
-def _decode_parts(model, ids, lens, parts, opts, callback) -> list:
+def _decode_parts(model, ids, lens, parts, opts, callback, choice: Choice) -> list:
     """Each part on its own thread (the calling thread takes the first), one intra-op thread each;
     the native decode releases the GIL, so the parts run in parallel."""
     global _pool
@@ -194,29 +189,29 @@ def _decode_parts(model, ids, lens, parts, opts, callback) -> list:
 
     def run(rows):
         with thread_cap(1):
-            return _decode_rows(model, ids, lens, rows, opts, callback)
+            return _decode_rows(model, ids, lens, rows, opts, callback, choice)
 
     futures = [_pool.submit(run, rows) for rows in parts[1:]]
     first = run(parts[0])
     return first + [r for f in futures for r in f.result()]
 
 
-def _decode(model, state, opts, callback, sources=None) -> list:
+def _decode(model, state, opts, callback, choice: Choice, sources=None) -> list:
     """Results for every row of a fresh ``state`` (row r being source ``sources[r]`` of the caller's
-    batch): native greedy search or sampling where it applies, else the loops. Sampling with a
-    repetition penalty, an n-gram ban, attention output or a callback runs the Python loop
-    (:func:`~seqjit.decoding.greedy.greedy_search`), which draws from the same stream."""
-    if opts.beam_size > 1:
-        if native_beam.eligible(model, opts) and getattr(model, "replay", None) != "python":
-            results = native_beam.native_beam(model, state, opts, suppressed_tokens(model, opts))
-            if results is not None:
-                return results
-        return beam_search(model, state, opts, suppressed=suppressed_tokens(model, opts))
-    if native_greedy.eligible(model, opts, callback):
-        results = native_greedy.native_greedy(model, state, opts, suppressed_tokens(model, opts), sources)
+    batch) on ``choice``'s path: the native decode (greedy, sampling or beam search in one call), or
+    the Python loops (:func:`~seqjit.decoding.greedy.greedy_search`, which draws from the same
+    stream, and :func:`~seqjit.decoding.beam.beam_search`), also where the step plan does not lower."""
+    suppressed = suppressed_tokens(model, opts)
+    if choice.path == NATIVE:
+        if opts.beam_size > 1:
+            results = native_beam.native_beam(model, state, opts, suppressed)
+        else:
+            results = native_greedy.native_greedy(model, state, opts, suppressed, sources)
         if results is not None:
             return results
-    return drain(greedy_search(model, state, opts, suppressed=suppressed_tokens(model, opts), on_token=callback,
+    if opts.beam_size > 1:
+        return beam_search(model, state, opts, suppressed=suppressed)
+    return drain(greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                 stream=callback is not None, need_scores=opts.return_scores or callback is not None,
                                 sources=sources))
 
@@ -247,8 +242,7 @@ def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_
     state = model.start(ids, lens, max_length=opts.max_length)
     try:
         tokens = None
-        if getattr(model, "device", "cpu") == "cpu" and native_greedy.eligible(model, opts, None) \
-                and not opts.forces_tokens:
+        if choose(model, opts, rows=1, max_batch_size=1).path in (RUNNER, NATIVE) and not opts.forces_tokens:
             tokens = native_stream(model, state, opts, suppressed_tokens(model, opts))
         if tokens is None:
             tokens = greedy_search(model, state, opts, suppressed=suppressed_tokens(model, opts))

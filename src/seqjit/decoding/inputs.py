@@ -20,7 +20,7 @@ from .options import SUPPRESSION_OPTIONS, DecodingOptions, unknown_options_messa
 from .results import GenerationResult
 
 __all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_vocab", "finished",
-           "with_seed", "drain"]
+           "with_seed", "drain", "check_batching"]
 
 
 def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndarray]:
@@ -181,6 +181,15 @@ def suppressed_tokens(model, opts: DecodingOptions) -> tuple:
     if opts.suppress_pad_token is not False and pad is not None and pad != eos:
         banned.add(pad)
     return tuple(sorted(int(t) for t in banned))
+
+
+def check_batching(max_batch_size, callback, opts: DecodingOptions) -> None:
+    """``generate``'s batching arguments, the same on every device: ``max_batch_size`` a positive
+    integer (not a bool), a ``callback`` only with greedy search or sampling."""
+    if not isinstance(max_batch_size, int) or isinstance(max_batch_size, bool) or max_batch_size < 1:
+        raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
+    if callback is not None and opts.beam_size > 1:
+        raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
 
 
 def check_vocab(model, ids, lengths) -> None:

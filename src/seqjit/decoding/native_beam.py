@@ -5,7 +5,7 @@ of each source, the hypothesis bookkeeping and the decoder-state reorder all run
 The results are those of :func:`seqjit.decoding.beam.beam_search` (the reference: the same float32
 arithmetic, ties and early-stopping rule). Used by :func:`seqjit.decoding.generate` when the model's
 step is the base class's and its plan lowers, for beams of at most 128 and every option but
-``return_attention`` (which runs the reference loop; not under ``seqjit.profile()`` either).
+``return_attention``: :func:`seqjit.decoding.strategy.choose` decides, and says why not.
 
 A source that can no longer improve is frozen in the native loop (its rows still run); once at most
 half of a batch of at least ``COMPACT_MIN_ROWS`` rows is still improvable, the loop returns, the
@@ -16,24 +16,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqjit.graph import _native_vm, profiler
+from seqjit.graph import _native_vm
 from seqjit.kernels._threads import get_num_threads
-from seqjit.models.contract import declares
 
 from .beam import _NEG, _results
 from .native_greedy import COMPACT_MIN_ROWS, bind_step
 
 #: the widest beam the native loop keeps (kernels/beam/_native.pxi: SJ_BEAM_MAXK)
 MAX_BEAM = _native_vm.MAX_BEAM
-
-
-def eligible(model, options) -> bool:
-    """Beam search of a model whose step is the base class's, without attention output or a
-    step-dependent suppression rule (``DecodingOptions.step_rules``; a vocabulary of one token has
-    fewer than 2K candidates: the reference loop)."""
-    vocab = getattr(model, "target_vocab_size", None)
-    return (declares(model, "native_step") and not profiler.active() and 1 < options.beam_size <= MAX_BEAM
-            and not options.return_attention and not options.step_rules and (vocab is None or vocab >= 2))
 
 
 def _layout(time_axes: dict, names, arrays) -> np.ndarray:

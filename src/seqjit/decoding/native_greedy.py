@@ -6,7 +6,8 @@ Used by :func:`seqjit.decoding.generate` for greedy search and for sampling (tem
 top-p, with ``min_length`` and the suppressed tokens) without a repetition penalty, n-gram ban,
 attention output or per-token callback (those run in the Python loop), not under
 ``seqjit.profile()`` (which times every step's nodes), when the model's step plan is lowered to
-native code; otherwise :func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
+native code (:func:`seqjit.decoding.strategy.choose` decides); otherwise
+:func:`seqjit.decoding.greedy.greedy_search` runs. The tokens are those of
 ``greedy_search`` (sampling: drawn from the same Philox stream of (seed, source row, step), so a
 seeded run gives the same ids); the scores (``return_scores``) are the same log-probabilities. Finished rows stay
 in the native loop's batch (their tokens ignored) until at most half of a batch of 16 or more rows
@@ -19,26 +20,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from seqjit.graph import _native_vm, profiler
+from seqjit.graph import _native_vm
 from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
 from seqjit.kernels.sampling import philox
-from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, STEP, declares
+from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, STEP
 
 from .results import GenerationResult
-
-
-def eligible(model, options, callback) -> bool:
-    """Greedy search or sampling with no repetition penalty, n-gram ban, attention, callback or
-    step-dependent suppression rule (``DecodingOptions.step_rules``), of a
-    model whose step is the base class's (a model that overrides ``step`` decodes through it, in the
-    Python loop). Forced tokens are applied around the native loop: a forced first token
-    (``forced_bos_id``) by one Python step before it, a forced last token (``forced_eos_id``) by
-    stopping it one step short and appending the token to the rows still running (the forced token's
-    log-probability is 0, as in the score processors)."""
-    return (declares(model, "native_step") and callback is None and not profiler.active()
-            and options.beam_size == 1 and options.repetition_penalty == 1.0
-            and options.no_repeat_ngram_size == 0 and not options.return_attention and not options.step_rules)
 
 
 #: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a

@@ -12,7 +12,6 @@ from seqjit.graph.lowering import Unsupported
 
 from .beam_runner import BeamRunner
 from .greedy_runner import GreedyRunner
-from .native_greedy import COMPACT_MIN_ROWS
 
 #: shapes a model keeps runners for (least recently used dropped first), idle runners per shape, and
 #: the bytes the idle runners may hold in all (their plans' buffers and decoder state: a KV cache of
@@ -32,11 +31,10 @@ class RunnerPool:
         self._lock = threading.Lock()
 
     def decode(self, model, ids, lengths, options, banned: np.ndarray) -> list | None:
-        """Results of ``generate`` for a batch of fewer than ``COMPACT_MIN_ROWS`` rows (sources x
-        beams) decoded greedily, by sampling or by beam search, ``banned`` (sorted int64) never
-        generated; None when the model's plans have no native form (the caller decodes otherwise)."""
-        if ids.shape[0] * options.beam_size >= COMPACT_MIN_ROWS:
-            return None
+        """Results of ``generate`` for a batch (the ``runner`` path of
+        :func:`seqjit.decoding.strategy.choose`: fewer than ``COMPACT_MIN_ROWS`` rows, sources x beams)
+        decoded greedily, by sampling or by beam search, ``banned`` (sorted int64) never generated;
+        None when the model's plans have no native form (the caller decodes otherwise)."""
         key = (ids.shape, options.max_length, options.beam_size, model.executor("encoder"),
                model.executor("decoder_step"))
         with self._lock:

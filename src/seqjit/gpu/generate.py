@@ -15,40 +15,51 @@ import numpy as np
 
 from seqjit.decoding.beam import beam_search as host_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
-from seqjit.decoding.inputs import (check_vocab, drain, finished, pad_sources, parse_options, resolve_rules,
-                                    suppressed_tokens, with_seed)
+from seqjit.decoding.inputs import (check_batching, check_vocab, drain, finished, pad_sources, parse_options,
+                                    resolve_rules, suppressed_tokens, with_seed)
 from seqjit.decoding.limits import check_max_length
+from seqjit.decoding.strategy import DEVICE, choose
 from seqjit.kernels.sampling.cuda import SAMPLE_MAX_K
 
 from .beam import MAX_BEAM, beam_search
 from .greedy import greedy_search
 
 
-def on_device(opts, callback, vocab: int) -> bool:
-    """Whether the device loops decode ``opts`` (else the CPU loops run on the device model)."""
-    if callback is not None or opts.forces_tokens or opts.step_rules:  # the CPU loops' processors
-        return False
+def declines(opts, callback, vocab: int) -> str | None:
+    """What in ``opts`` the device loops do not decode (then the CPU loops run on the device model),
+    in words; None when they decode it all. The device runtime's ``declines``, which
+    :func:`seqjit.decoding.strategy.choose` asks."""
+    if callback is not None:
+        return "a per-token callback"
+    if opts.forces_tokens:
+        return "a forced token"
+    if opts.step_rules:
+        return "a step-dependent suppression rule"
     if opts.sampling:
         k = opts.sampling_topk if 0 < opts.sampling_topk < vocab else 0
-        return k <= SAMPLE_MAX_K and (opts.sampling_topp >= 1.0 or k > 0)
-    if opts.beam_size > 1:
-        return opts.beam_size <= MAX_BEAM and not opts.return_attention
-    return True
+        if k > SAMPLE_MAX_K:
+            return f"sampling with a top-k above {SAMPLE_MAX_K}"
+        if opts.sampling_topp < 1.0 and k == 0:
+            return "top-p sampling without a top-k filter"
+        return None
+    if opts.beam_size > MAX_BEAM:
+        return f"beams wider than {MAX_BEAM}"
+    if opts.beam_size > 1 and opts.return_attention:
+        return "beam search with return_attention"
+    return None
 
 
 def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
     """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
     opts = resolve_rules(model, parse_options(options))
-    if not isinstance(max_batch_size, int) or isinstance(max_batch_size, bool) or max_batch_size < 1:
-        raise ValueError(f"max_batch_size must be a positive integer, got {max_batch_size!r}")
-    if callback is not None and opts.beam_size > 1:
-        raise ValueError("callback is only supported with beam_size=1 (greedy or sampling)")
+    check_batching(max_batch_size, callback, opts)
     ids, lens = pad_sources(sources, model.pad_id, lengths)
     check_vocab(model, ids, lens)
     opts = with_seed(check_max_length(model, opts, explicit="max_length" in options,
                                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size,
                                            source_length=ids.shape[1]))
     suppressed = suppressed_tokens(model, opts)
+    on_device = choose(model, opts, rows=ids.shape[0], max_batch_size=max_batch_size, callback=callback).path == DEVICE
     order = np.argsort(-lens, kind="stable")
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
@@ -56,7 +67,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
         width = max(1, int(lens[rows].max()))
         state = model.start(ids[rows, :width], lens[rows], max_length=opts.max_length)
         try:
-            batch_results = _decode(model, state, opts, suppressed, callback, rows)
+            batch_results = _decode(model, state, opts, suppressed, callback, rows, on_device)
         finally:
             state.close()
         for i, res in zip(rows, batch_results):
@@ -64,8 +75,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     return results
 
 
-def _decode(model, state, opts, suppressed, callback, sources) -> list:
-    if on_device(opts, callback, model.target_vocab_size or 0):
+def _decode(model, state, opts, suppressed, callback, sources, on_device: bool) -> list:
+    if on_device:
         if opts.beam_size > 1:
             return beam_search(model, state, opts, suppressed)
         return greedy_search(model, state, opts, suppressed, sources)

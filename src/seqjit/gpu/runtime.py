@@ -39,6 +39,13 @@ class DeviceRuntime:
 
         return generate(model, sources, **arguments)
 
+    def declines(self, model, options, callback) -> str | None:
+        """What of ``options`` (and ``callback``) the device loops do not decode, in words; None when
+        they decode it all (:func:`seqjit.gpu.generate.declines`)."""
+        from .generate import declines
+
+        return declines(options, callback, model.target_vocab_size or 0)
+
     # -- starting a decode -----------------------------------------------------------------------
     def start(self, model, src_ids, src_lengths, max_length: int) -> DeviceDecoderState:
         src_ids, src_lengths = check_source(src_ids, src_lengths)
