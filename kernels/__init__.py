@@ -16,6 +16,10 @@ Every backend module exposes the family's ops under the same names and signature
     softmax = kernels.get("softmax")                 # fastest available CPU backend
     attention = kernels.get("attention", backend="numba")
     kernels.backends("attention")                    # e.g. ["cython", "numba", "reference"]
+
+The ``native`` backend is the native replay's kernels (the families' ``_native.pxi``), each op run
+as a one-node lowered graph (:mod:`seqjit.graph.native_backend`): for testing them as kernels; it is
+never picked by default.
 """
 from __future__ import annotations
 
@@ -58,12 +62,15 @@ OPS: dict[str, str] = {
     "beam_advance": "beam",
 }
 
-#: backend name -> module file name inside a family folder
+#: backend name -> module file name inside a family folder, or (a dotted name) the one module of a backend
+#: that lives above the kernels: the native kernels run inside the replay VM, so their backend is the
+#: graph's :mod:`seqjit.graph.native_backend` (found by name, as a device's runtime is: no import upward)
 BACKENDS: dict[str, str] = {
     "reference": "reference",
     "numba": "numba_cpu",
     "cython": "cython_cpu",
     "cuda": "cuda",
+    "native": "seqjit.graph.native_backend",
 }
 
 #: the order in which the default CPU backend is chosen, per op (fastest first, from
@@ -113,8 +120,9 @@ def _module(family: str, backend: str):
         from seqjit.kernels._cuda import require_cuda
 
         require_cuda()
+    module = BACKENDS[backend]
     try:
-        return importlib.import_module(f"seqjit.kernels.{family}.{BACKENDS[backend]}")
+        return importlib.import_module(module if "." in module else f"seqjit.kernels.{family}.{module}")
     except ImportError as exc:
         raise KernelUnavailable(f"backend {backend!r} of kernel family {family!r} is not available: {exc}") from exc
 
