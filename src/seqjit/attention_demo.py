@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 
-_ENGINE_LABELS = {"naive": "naive numpy (full score matrix)", "torch": "torch SDPA"}
+_ENGINE_LABELS = {"naive": "naive numpy (full score matrix)"}
 
 
 def naive_attention(q, k, v, causal=False):
@@ -44,20 +44,17 @@ def _memory_kb() -> dict[str, int]:
 
 
 def _engine(name: str):
-    """``name`` -> (callable(q, k, v, causal) -> array, label)."""
+    """``name`` -> (callable(q, k, v, causal) -> array, label). ``name`` is ``naive``, ``default``, a
+    kernel backend, or ``module:function`` naming a peer engine outside the package (the benchmarks'
+    torch SDPA, ``benchmarks/attention_peers.py``), whose function returns that pair; its module is
+    found on ``sys.path`` (``run_engine(..., path=...)``)."""
     if name == "naive":
         return naive_attention, _ENGINE_LABELS[name]
-    if name == "torch":
-        import torch
-        import torch.nn.functional as F
+    if ":" in name:
+        import importlib
 
-        torch.set_num_threads(int(os.environ.get("SEQJIT_DEMO_THREADS", "1")))
-
-        def run(q, k, v, causal):
-            t = [torch.from_numpy(x) for x in (q, k, v)]
-            return F.scaled_dot_product_attention(*t, is_causal=causal).numpy()
-
-        return run, _ENGINE_LABELS[name]
+        module, function = name.split(":")
+        return getattr(importlib.import_module(module), function)()
     from seqjit import kernels
 
     backend = None if name == "default" else name
@@ -107,11 +104,14 @@ def measure(engine: str, length: int, heads: int, dim: int, causal: bool, save: 
 
 
 def run_engine(engine: str, length: int, heads: int, dim: int, causal: bool, save: str | None = None,
-               threads: int | None = None, timeout: float = 600) -> dict:
-    """Run :func:`measure` in a fresh Python process and return its result."""
+               threads: int | None = None, timeout: float = 600, path: str | None = None) -> dict:
+    """Run :func:`measure` in a fresh Python process and return its result; ``path``: a folder put first
+    on the child's module path (where a ``module:function`` engine lives)."""
     import seqjit
 
     env = dict(os.environ, SEQJIT_DEMO_THREADS=str(threads or seqjit.get_num_threads()))
+    if path:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(path), env.get("PYTHONPATH"))))
     code = (
         "import json, sys; from seqjit.attention_demo import measure; "
         f"print(json.dumps(measure({engine!r}, {length}, {heads}, {dim}, {causal!r}, {save!r})))"

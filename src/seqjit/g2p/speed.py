@@ -43,9 +43,7 @@ def measure_engine(engine: str, *, words: int, batch: int, single: int, repeats:
 
     seqjit.set_num_threads(threads)
     if engine == "pytorch":
-        import torch
-
-        torch.set_num_threads(threads)
+        _torch_models().torch.set_num_threads(threads)
     items = _words(words)
     rows = []
     for name in BUNDLED:
@@ -62,8 +60,9 @@ def measure_engine(engine: str, *, words: int, batch: int, single: int, repeats:
 _CHILD = """
 import json, sys
 engine, kwargs = sys.argv[1], json.loads(sys.argv[2])
-if engine == "pytorch":
-    import torch  # first, so torch's OpenMP runtime starts with its own defaults, not seqjit's
+if engine == "pytorch":  # torch first (the training folder's modules import it), so its OpenMP runtime
+    sys.path.insert(0, sys.argv[3])  # starts with its own defaults, not seqjit's
+    import torch_models
 from seqjit.g2p.speed import measure_engine
 print(json.dumps(measure_engine(engine, **kwargs)))
 """
@@ -89,24 +88,30 @@ def measure(*, words: int = 256, batch: int = 64, single: int = 32, repeats: int
         env = dict(os.environ)
         if engine == "pytorch" and seqjit.OMP_WAIT_POLICY_SET_BY_SEQJIT:
             env.pop("OMP_WAIT_POLICY", None)  # torch runs with its own OpenMP defaults
-        done = subprocess.run([sys.executable, "-c", _CHILD, engine, kwargs], capture_output=True, text=True, env=env)
+        done = subprocess.run([sys.executable, "-c", _CHILD, engine, kwargs, str(training_dir())], capture_output=True,
+                              text=True, env=env)
         if done.returncode:
             raise RuntimeError(f"the {engine} benchmark process failed:\n{done.stderr.strip()}")
         rows += json.loads(done.stdout.strip().splitlines()[-1])
     return rows
 
 
-def _torch_runner(name: str):
-    """Greedy decoding of bundled model ``name`` as its PyTorch module (the training folder's
-    ``torch_models``, found in a source checkout's benchmarks/)."""
+def _torch_models():
+    """The training folder's ``torch_models`` module (a source checkout's benchmarks/g2p/training/):
+    the PyTorch modules, and the only code that imports torch (the package itself never does)."""
+    import importlib
+
     training = training_dir()
     if training is None:
         raise FileNotFoundError("the PyTorch modules live in a source checkout's benchmarks/g2p/training/ (not installed)")
     if str(training) not in sys.path:
         sys.path.insert(0, str(training))
-    from torch_models import torch_runner
+    return importlib.import_module("torch_models")
 
-    return torch_runner(name)
+
+def _torch_runner(name: str):
+    """Greedy decoding of bundled model ``name`` as its PyTorch module (:func:`_torch_models`)."""
+    return _torch_models().torch_runner(name)
 
 
 def find_benchmarks(given) -> Path:
