@@ -87,3 +87,19 @@ def test_no_gpu_is_named_when_moving_a_model():
     line = done.stdout.strip()
     assert line.startswith("CudaUnavailable: the cuda backend found no usable NVIDIA GPU: ") and line.endswith("| device: cpu")
     assert "NUMBA_ENABLE_CUDASIM=1" in line
+
+
+def test_the_device_runtime_implements_the_decoder_step_contract_itself():
+    """The GPU runtime has its own start / start_from / step (device arrays in, device state out), none
+    borrowed from the model class, and the model calls them through the device registry's protocol."""
+    import inspect
+
+    from seqjit.gpu.runtime import DeviceRuntime
+    from seqjit.models.base import Seq2SeqModel
+
+    for name in ("start", "start_from", "step", "upload", "generate", "declines"):
+        assert name in vars(DeviceRuntime), name
+    for name in ("start", "start_from", "step"):
+        assert vars(DeviceRuntime)[name] is not vars(Seq2SeqModel)[name]
+        assert vars(DeviceRuntime)[name].__module__ == "seqjit.gpu.runtime"
+    assert "Seq2SeqModel" not in inspect.getsource(inspect.getmodule(DeviceRuntime))
