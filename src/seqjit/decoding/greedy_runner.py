@@ -102,7 +102,7 @@ class GreedyRunner:
 
     def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
         """Results for ``ids`` [batch, width] (int64) with ``lengths``, the caller's whole batch in its
-        order; ``options`` greedy or sampling with a seed (as :func:`native_greedy.eligible` takes)."""
+        order; ``options`` greedy or sampling with a seed (the ``runner`` path of :func:`seqjit.decoding.strategy.choose`)."""
         threads = self.start(ids, lengths)
         batch, steps = self.ids.shape[0], self.max_length
         out = np.zeros((batch, steps), np.int64)

@@ -2,7 +2,7 @@
 program, the greedy or sampled token under the banned tokens, the token fed back, the recurrent state
 written back) in one native call, and Python only wraps the token it returns in a :class:`StepToken`.
 
-Used by :func:`seqjit.decoding.generate_stream` where :func:`native_greedy.eligible` holds (greedy
+Used by :func:`seqjit.decoding.generate_stream` where :func:`seqjit.decoding.strategy.choose` picks a native path (greedy
 search or sampling without a repetition penalty, n-gram ban or attention output) and the step plan
 lowers; the tokens, log-probabilities and the sampling stream (source row 0) are those of
 :func:`seqjit.decoding.greedy.greedy_search`, which streams otherwise.
