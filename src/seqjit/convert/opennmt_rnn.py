@@ -17,7 +17,9 @@ encoder has ``enc_hid_size / 2`` units per direction and decoder layer l starts 
 (``input_feed`` 1, the default: ``InputFeedRNNDecoder``'s stacked cells) or e (``StdRNNDecoder``);
 ``GlobalAttention`` scores the new top state h: ``dot`` h.m, ``general`` (W_in h).m (seqjit's
 ``Wa`` = W_in transposed), ``mlp`` v.tanh(W_q h + b_q + W_c m); h~ = ``linear_out([c; h])``, tanh'd
-for dot/general only (``mlp``'s linear_out has a bias and no tanh); logits = ``generator(h~)``.
+for dot/general only (``mlp``'s linear_out has a bias and no tanh); with ``context_gate``
+(source/target/both) h~ goes through the gate (``onmt/modules/gate.py``: seqjit's ``context_gate``,
+reading the RNN input, the new top state and h~); logits = ``generator(h~)``.
 Name map::
 
     encoder.embeddings.make_embedding.emb_luts.0.weight -> encoder.embedding.weight
@@ -31,12 +33,14 @@ Name map::
     decoder.attn.v.weight                               -> decoder.attention.Va.weight
     decoder.attn.linear_out.{weight,bias}               -> decoder.concat.{weight,bias}
     generator.{weight,bias}                             -> decoder.out.{weight,bias}
+    decoder.context_gate.context_gate.{gate,source_proj,target_proj}.{weight,bias}
+                                                        -> decoder.context_gate.*  (context_gate)
 
 The logits are the generator's (OpenNMT-py takes their log-softmax: the same ranking). Special ids
 default to OpenNMT-py's (``<unk>`` 0, ``<blank>`` 1, ``<s>`` 2, ``</s>`` 3). OpenNMT-py's searches
 ban no token: the config records ``suppress_pad_token=False``, which decoding reads as that option's
 default. Options seqjit does not
-run (the encoder's layer-mixing ``bridge``, ``context_gate``, ``coverage_attn``,
+run (the encoder's layer-mixing ``bridge``, ``coverage_attn``,
 ``sparsemax``, ``position_encoding``, source features, other encoder/decoder types, different
 encoder and decoder sizes) raise :class:`ConfigError` naming the option; a copy-attention model
 (``copy_attn``: its generator is a copy generator) a :class:`ModelFormatError` naming it.
@@ -51,7 +55,8 @@ from seqjit.errors import ConfigError, ModelFormatError
 
 _LAYER_CELL = re.compile(r"^decoder\.rnn\.layers\.(\d+)\.((?:weight|bias)_(?:ih|hh))$")
 #: option -> the values seqjit runs (absent options take OpenNMT-py's default)
-_MUST = {"decoder_type": ("rnn",), "bridge": (False,), "context_gate": (None,), "copy_attn": (False,),
+_MUST = {"decoder_type": ("rnn",), "bridge": (False,), "context_gate": (None, "source", "target", "both"),
+         "copy_attn": (False,),
          "coverage_attn": (False,), "global_attention_function": ("softmax",), "generator_function": ("softmax",),
          "position_encoding": (False,), "model_task": ("seq2seq", None), "global_attention": ("dot", "general", "mlp"),
          "rnn_type": ("LSTM", "GRU"), "encoder_type": ("rnn", "brnn")}
@@ -82,6 +87,8 @@ def _options(opt: dict) -> dict:
                attentional_activation=None if attention == "mlp" else "tanh",
                input_feeding=bool(opt.get("input_feed", 1)), pad_id=1, decoder_start_id=2, eos_id=3,
                suppress_pad_token=False)
+    if opt.get("context_gate") is not None:
+        out["context_gate"] = opt["context_gate"]
     if opt.get("encoder_type", "rnn") == "brnn":
         out["bridge"] = "concat"
     return out
@@ -95,6 +102,9 @@ def opennmt_state_dict(state_dict: dict, opt: dict) -> dict:
         m = _LAYER_CELL.match(key)
         if m:
             out[f"decoder.rnn.{m.group(2)}_l{m.group(1)}"] = value
+            continue
+        if key.startswith("decoder.context_gate.context_gate."):  # Source/Target/BothContextGate.context_gate
+            out["decoder.context_gate." + key[len("decoder.context_gate.context_gate."):]] = value
             continue
         if ".emb_luts." in key and not key.endswith("emb_luts.0.weight"):
             raise ConfigError(f"from_opennmt: {key}: source/target features are not supported")
