@@ -51,6 +51,13 @@ CASES = {
                               "-input_feed", "0"],
     "brnn-gru-2-mlp-nofeed": ["-encoder_type", "brnn", "-rnn_type", "GRU", "-layers", "2", "-global_attention", "mlp",
                               "-input_feed", "0"],
+    # -bridge (RNNEncoder._bridge: relu(Linear(L*H, L*H)) over the flattened final states)
+    "brnn-lstm-2-general-feed-bridge": ["-encoder_type", "brnn", "-rnn_type", "LSTM", "-layers", "2",
+                                        "-global_attention", "general", "-bridge"],
+    "brnn-gru-1-mlp-nofeed-bridge": ["-encoder_type", "brnn", "-rnn_type", "GRU", "-global_attention", "mlp",
+                                     "-input_feed", "0", "-bridge"],
+    "rnn-lstm-2-dot-feed-bridge": ["-encoder_type", "rnn", "-rnn_type", "LSTM", "-layers", "2",
+                                   "-global_attention", "dot", "-bridge"],
     # context gates (Tu et al. 2017): fed to the next step, with input feeding; after the RNN without it
     "brnn-lstm-2-general-feed-gate-both": ["-encoder_type", "brnn", "-rnn_type", "LSTM", "-layers", "2",
                                            "-global_attention", "general", "-context_gate", "both"],
@@ -61,7 +68,8 @@ CASES = {
 }
 #: weight seeds whose models tell the 200 sources apart (seed 0 of these maps most sources to a handful
 #: of outputs, which would check little)
-SEEDS = {"brnn-lstm-2-general-feed-gate-both": 7, "rnn-lstm-1-dot-nofeed-gate-target": 11}
+SEEDS = {"brnn-lstm-2-general-feed-gate-both": 7, "rnn-lstm-1-dot-nofeed-gate-target": 11,
+         "brnn-lstm-2-general-feed-bridge": 2, "rnn-lstm-2-dot-feed-bridge": 1}
 #: the greedy and beam comparison's sources (the teacher-forced one reads the first few)
 N_SOURCES = 200
 
@@ -157,7 +165,7 @@ def test_opennmt_model_matches(name):
 
 
 @pytest.mark.parametrize("key,value,match", [
-    ("bridge", True, r"option bridge=True"), ("context_gate", "input", r"option context_gate='input'"),
+    ("coverage_attn", True, r"option coverage_attn=True"), ("context_gate", "input", r"option context_gate='input'"),
     ("global_attention_function", "sparsemax", r"sparsemax"),
     ("encoder_type", "transformer", r"encoder_type='transformer'"), ("dec_layers", 1, r"dec_layers/dec_hid_size"),
 ])

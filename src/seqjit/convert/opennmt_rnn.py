@@ -13,7 +13,8 @@ holding an ``argparse.Namespace``; read it with the restricted unpickler, admitt
 
 OpenNMT-py's step (``decoders/decoder.py``, ``modules/global_attention.py``): with ``brnn`` the
 encoder has ``enc_hid_size / 2`` units per direction and decoder layer l starts from
-``[h_fwd_l; h_bwd_l]`` (seqjit bridge "concat"); the RNN reads [e; h~ of the previous step]
+``[h_fwd_l; h_bwd_l]`` (seqjit bridge "concat"; with ``-bridge`` the final states first go through
+``RNNEncoder._bridge``: seqjit bridge "layer_mix", relu); the RNN reads [e; h~ of the previous step]
 (``input_feed`` 1, the default: ``InputFeedRNNDecoder``'s stacked cells) or e (``StdRNNDecoder``);
 ``GlobalAttention`` scores the new top state h: ``dot`` h.m, ``general`` (W_in h).m (seqjit's
 ``Wa`` = W_in transposed), ``mlp`` v.tanh(W_q h + b_q + W_c m); h~ = ``linear_out([c; h])``, tanh'd
@@ -33,6 +34,7 @@ Name map::
     decoder.attn.v.weight                               -> decoder.attention.Va.weight
     decoder.attn.linear_out.{weight,bias}               -> decoder.concat.{weight,bias}
     generator.{weight,bias}                             -> decoder.out.{weight,bias}
+    encoder.bridge.{0,1}.{weight,bias}                  -> bridge.*, bridge_c.* (-bridge; 1: LSTM c)
     decoder.context_gate.context_gate.{gate,source_proj,target_proj}.{weight,bias}
                                                         -> decoder.context_gate.*  (context_gate)
 
@@ -40,7 +42,7 @@ The logits are the generator's (OpenNMT-py takes their log-softmax: the same ran
 default to OpenNMT-py's (``<unk>`` 0, ``<blank>`` 1, ``<s>`` 2, ``</s>`` 3). OpenNMT-py's searches
 ban no token: the config records ``suppress_pad_token=False``, which decoding reads as that option's
 default. Options seqjit does not
-run (the encoder's layer-mixing ``bridge``, ``coverage_attn``,
+run (``coverage_attn``,
 ``sparsemax``, ``position_encoding``, source features, other encoder/decoder types, different
 encoder and decoder sizes) raise :class:`ConfigError` naming the option; a copy-attention model
 (``copy_attn``: its generator is a copy generator) a :class:`ModelFormatError` naming it.
@@ -55,7 +57,7 @@ from seqjit.errors import ConfigError, ModelFormatError
 
 _LAYER_CELL = re.compile(r"^decoder\.rnn\.layers\.(\d+)\.((?:weight|bias)_(?:ih|hh))$")
 #: option -> the values seqjit runs (absent options take OpenNMT-py's default)
-_MUST = {"decoder_type": ("rnn",), "bridge": (False,), "context_gate": (None, "source", "target", "both"),
+_MUST = {"decoder_type": ("rnn",), "bridge": (False, True), "context_gate": (None, "source", "target", "both"),
          "copy_attn": (False,),
          "coverage_attn": (False,), "global_attention_function": ("softmax",), "generator_function": ("softmax",),
          "position_encoding": (False,), "model_task": ("seq2seq", None), "global_attention": ("dot", "general", "mlp"),
@@ -89,7 +91,9 @@ def _options(opt: dict) -> dict:
                suppress_pad_token=False)
     if opt.get("context_gate") is not None:
         out["context_gate"] = opt["context_gate"]
-    if opt.get("encoder_type", "rnn") == "brnn":
+    if opt.get("bridge"):
+        out.update(bridge="layer_mix", bridge_activation="relu")
+    elif opt.get("encoder_type", "rnn") == "brnn":
         out["bridge"] = "concat"
     return out
 
@@ -114,6 +118,8 @@ def opennmt_state_dict(state_dict: dict, opt: dict) -> dict:
                "decoder.attn.linear_query.bias": f"{p}.Wa.bias", "decoder.attn.linear_context.weight": f"{p}.Ua.weight",
                "decoder.attn.v.weight": f"{p}.Va.weight", "decoder.attn.linear_out.weight": "decoder.concat.weight",
                "decoder.attn.linear_out.bias": "decoder.concat.bias", "generator.weight": "decoder.out.weight",
+               "encoder.bridge.0.weight": "bridge.weight", "encoder.bridge.0.bias": "bridge.bias",
+               "encoder.bridge.1.weight": "bridge_c.weight", "encoder.bridge.1.bias": "bridge_c.bias",
                "generator.bias": "decoder.out.bias"}.get(key, key)
         if key == "decoder.attn.linear_in.weight":  # (W_in h) . m = h . (W_in^T m)
             value = np.ascontiguousarray(value.T)
