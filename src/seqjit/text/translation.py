@@ -19,6 +19,7 @@ from seqjit.errors import ModelFormatError
 from seqjit.models.files import model_file, read_json, read_limited
 from seqjit.text.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
 from seqjit.text.lines import quoted
+from seqjit.text.word_vocab import WORD_VOCAB, WordVocabCodec
 
 SPM_HINT = "pip install sentencepiece"
 #: the largest source.spm / target.spm read; a Marian model's is under 1 MiB
@@ -66,25 +67,27 @@ def _read_vocab(path: Path) -> dict:
     return data
 
 
+def spm_processor(path: Path):
+    """A SentencePiece processor of the model file ``path`` (read as a model file is, handed over as
+    bytes: sentencepiece would open any path)."""
+    spm = import_sentencepiece(f"{path.parent} has SentencePiece files (use --ids to read token ids instead); text")
+    proto = read_limited(path, SPM_MAX_BYTES)
+    if not proto:
+        raise ModelFormatError(f"{path} is empty, not a SentencePiece model")
+    try:
+        return spm.SentencePieceProcessor(model_proto=proto)
+    except (OSError, RuntimeError) as exc:
+        raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
+
+
 class TextCodec:
     """Text <-> model ids through SentencePiece, Marian's way (see the module docstring)."""
 
     def __init__(self, directory: Path, model):
-        spm = import_sentencepiece(f"{directory} has SentencePiece files (use --ids to read token ids instead); text")
         self.directory = directory
-
-        def processor(path):
-            proto = read_limited(path, SPM_MAX_BYTES)  # bytes, never the path: sentencepiece would open anything
-            if not proto:
-                raise ModelFormatError(f"{path} is empty, not a SentencePiece model")
-            try:
-                return spm.SentencePieceProcessor(model_proto=proto)
-            except (OSError, RuntimeError) as exc:
-                raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
-
-        self.source = processor(model_file(directory, "source.spm"))
+        self.source = spm_processor(model_file(directory, "source.spm"))
         target_spm = tokenizer_file(directory, "target.spm")
-        self.target = processor(target_spm) if target_spm is not None else self.source
+        self.target = spm_processor(target_spm) if target_spm is not None else self.source
         self.eos = model.eos_id
         vocab = tokenizer_file(directory, "vocab.json")
         self.vocab = _read_vocab(vocab) if vocab is not None else None
@@ -123,12 +126,15 @@ class TextCodec:
 
 
 def codec_for(directory, model, *, ids: bool = False):
-    """The text codec of ``directory`` unless token ids were asked for (``ids``): SentencePiece files
+    """The text codec of ``directory`` unless token ids were asked for (``ids``): a toolkit's token
+    lists (``word_vocab.json``, :class:`seqjit.text.word_vocab.WordVocabCodec`), SentencePiece files
     (``source.spm``, :class:`TextCodec`) or else a Hugging Face ``tokenizer.json``
     (:class:`seqjit.text.hf_tokenizer.HFTokenizerCodec`); None when it has neither: lines hold token ids."""
     directory = Path(directory)
     if ids:
         return None
+    if tokenizer_file(directory, WORD_VOCAB) is not None:  # a toolkit's vocabularies (JoeyNMT, OpenNMT-py)
+        return WordVocabCodec(directory, model)
     if tokenizer_file(directory, "source.spm") is not None:
         return TextCodec(directory, model)
     if tokenizer_file(directory, TOKENIZER_JSON) is not None:
