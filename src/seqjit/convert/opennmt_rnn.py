@@ -1,5 +1,6 @@
 """Import an OpenNMT-py (3.x) RNN model (``encoder_type`` rnn/brnn, ``decoder_type`` rnn) as an
-``attention_seq2seq`` model: :func:`from_opennmt`.
+``attention_seq2seq`` model: :func:`from_opennmt` (a Transformer, ``encoder_type`` and
+``decoder_type`` transformer, goes to :mod:`seqjit.convert.opennmt_transformer`).
 
 Input: the model's ``state_dict`` (``checkpoint["model"]`` plus ``checkpoint["generator"]`` under
 ``generator.``; in memory: NumPy arrays or torch tensors) and its options as a dict
@@ -138,6 +139,13 @@ def from_opennmt(state_dict: dict, opt: dict, *, device: str = "cpu", **config):
     override the derived ones (special ids, ``dtype``, ``backend``)."""
     from seqjit.convert import from_torch
 
+    if isinstance(opt, dict) and "transformer" in (opt.get("encoder_type"), opt.get("decoder_type")):
+        if (opt.get("encoder_type"), opt.get("decoder_type")) != ("transformer", "transformer"):
+            raise ConfigError(f"from_opennmt: encoder_type {opt.get('encoder_type')!r} with decoder_type "
+                              f"{opt.get('decoder_type')!r}: seqjit converts RNN or Transformer models, not a mix")
+        from seqjit.convert.opennmt_transformer import from_opennmt_transformer
+
+        return from_opennmt_transformer(state_dict, opt, device=device, **config)
     return from_torch(opennmt_state_dict(state_dict, opt), arch="attention_seq2seq", device=device,
                       **{**_options(opt), **config})
 
