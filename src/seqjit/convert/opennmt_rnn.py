@@ -141,8 +141,9 @@ def from_opennmt(state_dict: dict, opt: dict, *, device: str = "cpu", **config):
 
     if isinstance(opt, dict) and "transformer" in (opt.get("encoder_type"), opt.get("decoder_type")):
         if (opt.get("encoder_type"), opt.get("decoder_type")) != ("transformer", "transformer"):
-            raise ConfigError(f"from_opennmt: encoder_type {opt.get('encoder_type')!r} with decoder_type "
-                              f"{opt.get('decoder_type')!r}: seqjit converts RNN or Transformer models, not a mix")
+            raise ConfigError(f"from_opennmt: option encoder_type={opt.get('encoder_type')!r} with "
+                              f"decoder_type={opt.get('decoder_type')!r}: seqjit converts RNN or Transformer models, "
+                              "not a mix")
         from seqjit.convert.opennmt_transformer import from_opennmt_transformer
 
         return from_opennmt_transformer(state_dict, opt, device=device, **config)
