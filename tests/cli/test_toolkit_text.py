@@ -5,7 +5,6 @@ vocabularies), then ``seqjit translate`` on text, against the toolkit's own pipe
 text: its tokeniser, vocabulary, greedy search and detokeniser. Marked ``toolkit``."""
 import argparse
 import importlib.util
-import io
 from pathlib import Path
 
 import numpy as np

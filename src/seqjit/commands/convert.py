@@ -92,6 +92,24 @@ def parse_config(text: str | None) -> dict:
     return data
 
 
+def toolkit_config(text: str | None):
+    """A toolkit's ``--config``: a YAML file (JoeyNMT's config.yaml; needs PyYAML), else a JSON object
+    inline or in a file (:func:`parse_config`); None when not given."""
+    if text is not None and Path(text).suffix in (".yaml", ".yml") and Path(text).is_file():
+        try:
+            import yaml
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError(f"--config {text} is YAML: pip install pyyaml (or give it as JSON)") from None
+        try:
+            data = yaml.safe_load(Path(text).read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--config file {text} is not valid YAML: {str(exc)[:200]}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"--config file {text} must hold a mapping, got {type(data).__name__}")
+        return data
+    return None if text is None else parse_config(text)
+
+
 def _hf_config(directory: Path):
     """SRC's ``config.json`` (a regular file inside SRC, at most CONFIG_MAX_BYTES), or None when absent."""
     path = model_file(directory, "config.json")
@@ -202,7 +220,8 @@ def _toolkit(src: Path, source: str, arch, config, dtype, src_vocab, tgt_vocab) 
 
     if arch is not None:
         raise ValueError(f"--arch applies to --from torch; a {source} model is always attention_seq2seq")
-    state_dict, options, vocab, kind = read_toolkit(src, source, config, src_vocab=src_vocab, tgt_vocab=tgt_vocab)
+    state_dict, options, vocab, kind = read_toolkit(src, source, toolkit_config(config), src_vocab=src_vocab,
+                                                    tgt_vocab=tgt_vocab)
     extra = {"dtype": dtype} if dtype is not None else {}
     model = getattr(convert_api, f"from_{source}")(state_dict, options, **extra)
     return model, kind, vocab

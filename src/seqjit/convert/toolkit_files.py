@@ -40,31 +40,10 @@ def _torch_load(path: Path, *, namespace: bool):
         raise ModelFormatError(f"{path}: not a checkpoint seqjit reads without running code ({str(exc)[:300]})") from None
 
 
-def _config(text: str | None, source: str) -> dict:
-    from seqjit.commands.convert import parse_config
-
-    if text is not None and Path(text).suffix in (".yaml", ".yml") and Path(text).is_file():
-        try:
-            import yaml
-        except ModuleNotFoundError:
-            raise ModuleNotFoundError(f"--config {text} is YAML: pip install pyyaml (or give it as JSON)") from None
-        try:
-            data = yaml.safe_load(Path(text).read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
-            raise ValueError(f"--config file {text} is not valid YAML: {str(exc)[:200]}") from None
-        if not isinstance(data, dict):
-            raise ValueError(f"--config file {text} must hold a mapping, got {type(data).__name__}")
-        return data
-    if text is None:
-        raise ValueError(f"--from {source} needs the toolkit's options as --config (JoeyNMT: its config YAML or the "
-                         "'model:' section as JSON; OpenNMT-py: vars(checkpoint['opt']) as JSON, unless SRC is the "
-                         "checkpoint)")
-    return parse_config(text)
-
-
-def read_toolkit(src, source: str, config: str | None, *, src_vocab=None, tgt_vocab=None) -> tuple:
+def read_toolkit(src, source: str, config: dict | None, *, src_vocab=None, tgt_vocab=None) -> tuple:
     """(state_dict, options for ``from_<source>``, vocabulary for :func:`toolkit_vocab.write` or None,
-    description) from the files of a JoeyNMT or OpenNMT-py model (module docstring)."""
+    description) from the files of a JoeyNMT or OpenNMT-py model (module docstring); ``config``: the
+    toolkit's options as read from ``--config`` (None: not given)."""
     from seqjit.convert import toolkit_vocab
 
     src = Path(src)
@@ -94,7 +73,11 @@ def read_toolkit(src, source: str, config: str | None, *, src_vocab=None, tgt_vo
 
         state_dict, _ = read_safetensors(src, verify=False)
         kind = f"{source} state dict ({len(state_dict)} tensors)"
-    options = _config(config, source)
+    if config is None:
+        raise ValueError(f"--from {source} needs the toolkit's options as --config (JoeyNMT: its config YAML or the "
+                         "'model:' section as JSON; OpenNMT-py: vars(checkpoint['opt']) as JSON, unless SRC is the "
+                         "checkpoint)")
+    options = config
     if source == "opennmt":
         words = toolkit_vocab.opennmt_vocab(options, None, src_vocab, tgt_vocab, base=src.parent) if src_vocab else None
         return state_dict, options, words, kind

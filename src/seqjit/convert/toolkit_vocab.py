@@ -25,7 +25,12 @@ import json
 from pathlib import Path
 
 from seqjit.errors import ConfigError, ModelFormatError
-from seqjit.text.word_vocab import FORMAT, WORD_VOCAB, check_word_vocab
+
+#: the codec file (read by :mod:`seqjit.text.word_vocab`, whose docstring describes its fields)
+WORD_VOCAB = "word_vocab.json"
+FORMAT = "seqjit word vocab 1"
+TOKENIZERS = ("word", "char", "sentencepiece")
+SPACE_ESCAPE = "\u2581"
 
 #: the largest vocabulary file read (a 100k-token list with counts is ~2 MB)
 VOCAB_FILE_MAX_BYTES = 64 << 20
@@ -35,6 +40,26 @@ OPENNMT_VOCAB_PAD = "averyunlikelytoken"
 #: OpenNMT-py transforms the codec reproduces: sentencepiece, and those that act in training only
 #: (filtering, noise); any other (bpe, onmt_tokenize, prefix, normalize...) is refused by name
 OPENNMT_TRANSFORMS = frozenset({"sentencepiece", "filtertoolong", "switchout", "tokendrop", "tokenmask", "bart"})
+
+
+def check_word_vocab(data, where) -> dict:
+    """``data`` when it is a valid ``word_vocab.json`` object, else a ModelFormatError naming ``where``."""
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise ModelFormatError(f"{where}: not a seqjit word vocabulary (\"format\": {FORMAT!r})")
+    for side in ("source", "target"):
+        tokens = data.get(side)
+        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+            raise ModelFormatError(f"{where}: {side!r} must be a non-empty list of token strings")
+        if len(set(tokens)) != len(tokens):
+            raise ModelFormatError(f"{where}: {side!r} lists a token twice")
+    if data.get("tokenizer") not in TOKENIZERS:
+        raise ModelFormatError(f"{where}: 'tokenizer' must be one of {list(TOKENIZERS)}, got {data.get('tokenizer')!r}")
+    for key in ("lowercase", "source_eos"):
+        if not isinstance(data.get(key), bool):
+            raise ModelFormatError(f"{where}: {key!r} must be true or false, got {data.get(key)!r}")
+    if not isinstance(data.get("unk"), str):
+        raise ModelFormatError(f"{where}: 'unk' must be a token string")
+    return data
 
 
 def _lines(path) -> list:
@@ -181,4 +206,4 @@ def opennmt_vocab(opt: dict, vocab: dict | None = None, src_file=None, tgt_file=
                       spm=spm)
 
 
-__all__ = ["check_sizes", "joeynmt_vocab", "opennmt_vocab", "opennmt_vocab_file", "word_vocab", "write"]
+__all__ = ["FORMAT", "WORD_VOCAB", "check_sizes", "check_word_vocab", "joeynmt_vocab", "opennmt_vocab", "opennmt_vocab_file", "word_vocab", "write"]

@@ -16,14 +16,12 @@ import os
 from pathlib import Path
 
 from seqjit.errors import ModelFormatError
-from seqjit.models.files import model_file, read_json, read_limited
+from seqjit.models.files import model_file, read_json
 from seqjit.text.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
 from seqjit.text.lines import quoted
+from seqjit.text.spm_files import SPM_HINT, SPM_MAX_BYTES, import_sentencepiece, spm_processor, tokenizer_file  # noqa: F401
 from seqjit.text.word_vocab import WORD_VOCAB, WordVocabCodec
 
-SPM_HINT = "pip install sentencepiece"
-#: the largest source.spm / target.spm read; a Marian model's is under 1 MiB
-SPM_MAX_BYTES = 64 << 20
 #: the largest vocab.json / target_vocab.json read; a Marian model's (~60k pieces) is about 1-2 MiB
 VOCAB_MAX_BYTES = 64 << 20
 
@@ -44,40 +42,11 @@ def load_any(path):
     return seqjit.load(directory)
 
 
-def import_sentencepiece(why: str):
-    try:
-        import sentencepiece
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"{why} needs the sentencepiece package: {SPM_HINT}") from None
-    return sentencepiece
-
-
-def tokenizer_file(directory: Path, name: str):
-    """``directory / name`` when present (a dangling link or a FIFO counts: reading it is refused
-    then, rather than the file being silently ignored); None when absent. Refused when it leaves
-    the model directory."""
-    path = model_file(directory, name)
-    return path if os.path.lexists(path) else None
-
-
 def _read_vocab(path: Path) -> dict:
     data = read_json(path, max_bytes=VOCAB_MAX_BYTES)
     if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in data.items()):
         raise ModelFormatError(f"{path} must hold a JSON object mapping pieces to integer ids")
     return data
-
-
-def spm_processor(path: Path):
-    """A SentencePiece processor of the model file ``path`` (read as a model file is, handed over as
-    bytes: sentencepiece would open any path)."""
-    spm = import_sentencepiece(f"{path.parent} has SentencePiece files (use --ids to read token ids instead); text")
-    proto = read_limited(path, SPM_MAX_BYTES)
-    if not proto:
-        raise ModelFormatError(f"{path} is empty, not a SentencePiece model")
-    try:
-        return spm.SentencePieceProcessor(model_proto=proto)
-    except (OSError, RuntimeError) as exc:
-        raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
 
 
 class TextCodec:

@@ -28,36 +28,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from seqjit.convert.toolkit_vocab import SPACE_ESCAPE, WORD_VOCAB, check_word_vocab
 from seqjit.errors import ModelFormatError
 from seqjit.models.files import model_file, read_json
 from seqjit.text.lines import quoted
+from seqjit.text.spm_files import spm_processor, tokenizer_file
 
-WORD_VOCAB = "word_vocab.json"
-FORMAT = "seqjit word vocab 1"
-TOKENIZERS = ("word", "char", "sentencepiece")
 #: the largest word_vocab.json read (two 100k-token lists are about 3 MB)
 WORD_VOCAB_MAX_BYTES = 64 << 20
-SPACE_ESCAPE = "\u2581"
-
-
-def check_word_vocab(data, where) -> dict:
-    """``data`` when it is a valid ``word_vocab.json`` object, else a ModelFormatError naming ``where``."""
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ModelFormatError(f"{where}: not a seqjit word vocabulary (\"format\": {FORMAT!r})")
-    for side in ("source", "target"):
-        tokens = data.get(side)
-        if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
-            raise ModelFormatError(f"{where}: {side!r} must be a non-empty list of token strings")
-        if len(set(tokens)) != len(tokens):
-            raise ModelFormatError(f"{where}: {side!r} lists a token twice")
-    if data.get("tokenizer") not in TOKENIZERS:
-        raise ModelFormatError(f"{where}: 'tokenizer' must be one of {list(TOKENIZERS)}, got {data.get('tokenizer')!r}")
-    for key in ("lowercase", "source_eos"):
-        if not isinstance(data.get(key), bool):
-            raise ModelFormatError(f"{where}: {key!r} must be true or false, got {data.get(key)!r}")
-    if not isinstance(data.get("unk"), str):
-        raise ModelFormatError(f"{where}: 'unk' must be a token string")
-    return data
 
 
 class WordVocabCodec:
@@ -78,8 +56,6 @@ class WordVocabCodec:
         self.eos = model.eos_id
         self.dropped = {i for i in (model.pad_id, model.decoder_start_id, model.eos_id) if i is not None}
         if self.tokenizer == "sentencepiece":
-            from seqjit.text.translation import spm_processor, tokenizer_file
-
             self.source_spm = spm_processor(model_file(directory, "source.spm"))
             target = tokenizer_file(directory, "target.spm")
             self.target_spm = spm_processor(target) if target is not None else self.source_spm
