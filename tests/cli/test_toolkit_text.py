@@ -84,6 +84,61 @@ def test_joeynmt_files_translate_text(cli, tmp_path, level):
     assert got == want
 
 
+def test_joeynmt_sentencepiece_model_translates_text(cli, tmp_path):
+    """JoeyNMT ``level: bpe`` with ``tokenizer_type: sentencepiece``: pieces from the model file the
+    config names (copied into the seqjit directory), looked up in the vocab files."""
+    spm = pytest.importorskip("sentencepiece")
+    yaml = pytest.importorskip("yaml")
+    tests = _module("test_joeynmt_rnn")
+    from joeynmt.model import build_model
+    from joeynmt.search import recurrent_greedy
+    from joeynmt.tokenizers import BasicTokenizer, build_tokenizer
+    from joeynmt.vocabulary import Vocabulary
+
+    rng = np.random.default_rng(5)
+    words = ["alpha", "beta", "gamma", "delta", "alphabet", "betamax", "gammaray"]
+    corpus = [" ".join(rng.choice(words, 6)) for _ in range(300)]
+    (tmp_path / "corpus.txt").write_text("\n".join(corpus), encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "corpus.txt"), model_prefix=str(tmp_path / "sp"),
+                                   vocab_size=30, model_type="bpe", bos_id=-1, eos_id=-1, unk_id=0)
+    sp = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
+    pieces = [sp.id_to_piece(i) for i in range(1, sp.get_piece_size())]
+    src_vocab, trg_vocab = Vocabulary(pieces, tests.SPECIALS), Vocabulary(pieces, tests.SPECIALS)
+    model_cfg = tests.joey_config("gru", "bahdanau", "bridge")
+    torch.manual_seed(0)
+    joey = build_model(model_cfg, src_vocab=src_vocab, trg_vocab=trg_vocab).eval()
+    ckpt_dir = tmp_path / "joey"
+    ckpt_dir.mkdir()
+    torch.save({"model_state": joey.state_dict()}, ckpt_dir / "best.ckpt")
+    src_vocab.to_file(ckpt_dir / "src_vocab.txt")
+    trg_vocab.to_file(ckpt_dir / "trg_vocab.txt")
+    side = {"level": "bpe", "tokenizer_type": "sentencepiece", "tokenizer_cfg": {"model_file": str(tmp_path / "sp.model")}}
+    data_cfg = {"src": {"lang": "xx", **side}, "trg": {"lang": "yy", **side}}
+    (ckpt_dir / "config.yaml").write_text(yaml.safe_dump({"data": data_cfg, "model": model_cfg}), encoding="utf-8")
+    code, out, err = cli("convert", ckpt_dir / "best.ckpt", tmp_path / "sj", "--from", "joeynmt", "--config",
+                         ckpt_dir / "config.yaml")
+    assert code == 0, err
+    assert (tmp_path / "sj" / "source.spm").read_bytes() == (tmp_path / "sp.model").read_bytes()
+    text = [" ".join(rng.choice(words + ["zeta"], rng.integers(1, 5))) for _ in range(40)]
+    got = run_translate(cli, tmp_path, tmp_path / "sj", text, "--min-length", 1)
+    tokenizer = build_tokenizer(data_cfg)
+    # JoeyNMT's SentencePieceTokenizer.set_vocab also calls spm.SetVocabulary, which sentencepiece 0.2
+    # no longer has; it would only restrict the pieces to the vocabulary, which holds them all
+    BasicTokenizer.set_vocab(tokenizer["xx"], src_vocab)
+    BasicTokenizer.set_vocab(tokenizer["yy"], trg_vocab)
+    want = []
+    for line in text:
+        ids, lengths, _ = src_vocab.sentences_to_ids([tokenizer["xx"](tokenizer["xx"].pre_process(line))], bos=False,
+                                                     eos=True)
+        with torch.no_grad():
+            enc, hidden, mask = tests.joey_encode(joey, np.array(ids), np.array(lengths))
+            out_ids = recurrent_greedy(mask, MAX_LEN, joey, enc, hidden)[0].numpy()
+        sentence = trg_vocab.arrays_to_sentences(out_ids, cut_at_eos=True)[0]
+        want.append(tokenizer["yy"].post_process(sentence) if sentence else "")
+    assert len(set(want)) > 5
+    assert got == want
+
+
 def test_opennmt_checkpoint_translates_text(cli, tmp_path):
     tests = _module("test_opennmt_rnn")
     from onmt.inputters.inputter import vocabs_to_dict

@@ -85,4 +85,4 @@ class WordVocabCodec:
             return " ".join(tokens)
         if self.tokenizer == "char":
             return "".join(tokens).replace(SPACE_ESCAPE, " ")
-        return self.target_spm.decode(tokens)
+        return self.target_spm.decode(tokens).replace(SPACE_ESCAPE, " ").strip()  # as JoeyNMT's post_process
