@@ -1,13 +1,14 @@
 """JoeyNMT recurrent models built by JoeyNMT's own ``build_model`` from a config dict (random
 weights), imported with :func:`seqjit.convert.from_joeynmt` from the in-memory ``state_dict``, and
-checked against JoeyNMT's own code: teacher-forced logits and attention (``Model(return_type=
-"decode")``), ``search.recurrent_greedy`` ids and ``search.beam_search`` ids (beam 4, no length
-penalty). Marked ``toolkit`` (needs ``pip install '.[toolkits]'``).
+checked against JoeyNMT's own code on 200 sources: teacher-forced logits and attention
+(``Model(return_type="decode")``), ``search.recurrent_greedy`` ids and ``search.beam_search`` ids
+(beam 4, no length penalty). Variants: GRU/LSTM, Bahdanau/Luong, every ``init_hidden`` (bridge,
+last, zero), input feeding on and off, 1-2 layers, scaled embeddings. Marked ``toolkit`` (needs
+``pip install '.[toolkits]'``).
 
-JoeyNMT's searches never emit ``<s>`` or ``<pad>`` and end no hypothesis at step 0; seqjit's
-decoding bans only the pad token and has no option for more yet (issue 23, item 3), so the test
-sets the banned list that every seqjit decoding path reads (``decoding.inputs.suppressed_tokens``) to
-JoeyNMT's, and passes ``min_length=1``.
+JoeyNMT's searches never emit ``<s>`` or ``<pad>`` and end no hypothesis at step 0: the converted
+config records the bans (``suppress_tokens``, ``suppress_pad_token``), which seqjit's searches read,
+and the test passes ``min_length=1``.
 """
 from types import SimpleNamespace
 

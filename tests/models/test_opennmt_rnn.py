@@ -1,13 +1,14 @@
 """OpenNMT-py RNN models built by OpenNMT-py's own ``build_base_model`` from its option parser
 (random weights), imported with :func:`seqjit.convert.from_opennmt` from the in-memory state dict,
-and checked against OpenNMT-py's own code: teacher-forced logits (``NMTModel.forward`` +
-``generator``) and attention, and the ids of its ``Translator`` (``GreedySearch`` at beam 1,
-``BeamSearch`` at beam 4, no length penalty). Skipped when OpenNMT-py is not installed.
+and checked against OpenNMT-py's own code on 200 sources: teacher-forced logits and attention (its
+decoder stepped as its ``Translator`` steps it) and the ids of its ``Translator`` (``GreedySearch``
+at beam 1, ``BeamSearch`` at beam 4, no length penalty). Variants: rnn/brnn, LSTM/GRU, 1-2 layers,
+dot/general/mlp attention, input feeding on and off, ``-bridge``, ``-context_gate``. Marked
+``toolkit``.
 
 OpenNMT-py's searches ban no token (its pad ``<blank>`` and ``<s>`` can be generated: they are, with
-these weights); seqjit's decoding always bans the pad token and has no option for that yet (issue
-23, item 3), so the test empties the banned list that every seqjit decoding path reads
-(``decoding.inputs.suppressed_tokens``).
+these weights); the converted config records that (``suppress_pad_token`` false), and seqjit's
+searches read it.
 """
 import io
 
