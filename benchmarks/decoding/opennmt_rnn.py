@@ -4,7 +4,7 @@ encoder and an input-feeding LSTM decoder, 2 layers x 500, general attention, vo
 imported with ``seqjit.convert.from_opennmt``; both decode exactly ``--steps`` tokens (the end token
 banned until then, no token banned otherwise, as OpenNMT-py does) and must give the same ids.
 
-    python benchmarks/decoding/opennmt_rnn.py [--threads 1] [--steps 30] [--sources 32]
+    python benchmarks/decoding/opennmt_rnn.py [--threads 1] [--steps 30] [--sources 32] [--profile]
 
 One table: per batch size, ms per source for OpenNMT-py, seqjit float32 and seqjit int8
 (``seqjit.quantize``: its ids are compared with float32's token by token, not required equal:
@@ -16,6 +16,9 @@ products done by NumPy/BLAS alone as the floor. At
 batch 1 a step is a chain of matrix-vector products, bound by that read bandwidth (this host: 16-30
 GB/s from one core, ``benchmarks/results/gemm_decode_shapes.md``), so a float32 step cannot be
 much faster than weights / bandwidth whatever the kernels; int8 reads a quarter of the bytes.
+
+``--profile`` prints instead where OpenNMT-py's batch-1 translate spends its time (``torch.profiler``
+over ``--sources`` sources: the top operators by self CPU time, per step) and its step time.
 
 Needs OpenNMT-py 3.x (``pip install OpenNMT-py torch==<the installed version>``).
 """
@@ -58,6 +61,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--sources", type=int, default=32)
     ap.add_argument("--length", type=int, default=20)
+    ap.add_argument("--profile", action="store_true", help="profile OpenNMT-py's batch-1 translate instead")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
     import torch
@@ -81,6 +85,9 @@ def main() -> None:
         batch = {"src": ids.unsqueeze(-1), "srclen": torch.full((len(chunk),), args.length),
                  "indices": torch.arange(len(chunk))}
         return [[int(t) for t in p[0]] for p in translator.translate_batch(batch, attn_debug=False)["predictions"]]
+
+    if args.profile:
+        return profile_onmt(onmt, sources, args)
 
     def ours(chunk):
         return [r.ids[0] for r in model.generate(chunk, max_length=args.steps, min_length=args.steps)]
@@ -147,6 +154,37 @@ def main() -> None:
     floor = blas_floor_ms()
     print(f"decoder weights read per step: {step_bytes / 1e6:.1f} MB (float32); NumPy/BLAS GEMVs over them (batch 1): "
           f"{floor:.3f} ms = {step_bytes / floor / 1e6:.1f} GB/s; load after: {os.getloadavg()[0]:.2f}")
+
+def profile_onmt(onmt, sources, args) -> None:
+    """Where OpenNMT-py's batch-1 greedy translate spends its time: torch.profiler's operators by self
+    CPU time per decoder step, and the step time (translate minus its encoder, over the steps)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    onmt(sources[:1])  # warm up
+    start = time.perf_counter()
+    for s in sources:
+        onmt([s])
+    total = time.perf_counter() - start
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        for s in sources:
+            onmt([s])
+    steps = len(sources) * args.steps
+    events = sorted(prof.key_averages(), key=lambda e: -e.self_cpu_time_total)
+    profiled = sum(e.self_cpu_time_total for e in events)
+    print(f"OpenNMT-py translate, batch 1, {len(sources)} sources x {args.steps} steps, {args.threads} thread(s), "
+          f"load {os.getloadavg()[0]:.2f}: {1000 * total / len(sources):.1f} ms/source unprofiled")
+    print("| operator | calls per step | self us per step | % of profiled self time |")
+    print("|---|---:|---:|---:|")
+    for e in events[:14]:
+        print(f"| {e.key} | {e.count / steps:.1f} | {e.self_cpu_time_total / steps:.1f} | "
+              f"{100 * e.self_cpu_time_total / profiled:.1f} |")
+    enc = prof.key_averages()
+    mm = sum(e.self_cpu_time_total for e in enc if e.key in ("aten::addmm", "aten::mm", "aten::bmm", "aten::matmul",
+                                                                 "aten::linear", "aten::baddbmm"))
+    print(f"matrix products (addmm/mm/bmm): {mm / steps:.1f} us per step of {profiled / steps:.1f} us profiled "
+          f"({100 * mm / profiled:.0f}%); load after {os.getloadavg()[0]:.2f}")
+
 
 if __name__ == "__main__":
     main()

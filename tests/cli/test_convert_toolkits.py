@@ -1,5 +1,5 @@
 """``seqjit convert W.safetensors OUT --from joeynmt|opennmt --config OPTIONS``: a toolkit's RNN
-state dict (exported to safetensors) and its own options give the model that
+(context gate included) or Transformer state dict (exported to safetensors) and its own options give the model that
 :func:`seqjit.convert.from_joeynmt` / ``from_opennmt`` give. The toolkit models come from the
 model tests' builders (each toolkit's own model builder); marked ``toolkit`` (``pip install '.[toolkits]'``)."""
 import importlib.util
@@ -22,11 +22,15 @@ def _module(name):
 
 
 @pytest.mark.toolkit
-@pytest.mark.parametrize("toolkit,case", [("joeynmt", "lstm-luong-last-2x2"), ("opennmt", "brnn-gru-1-mlp-feed")])
-def test_convert_from_toolkit(cli, tmp_path, toolkit, case):
+@pytest.mark.parametrize("toolkit,kind,case", [("joeynmt", "rnn", "lstm-luong-last-2x2"),
+                                               ("opennmt", "rnn", "brnn-gru-1-mlp-feed"),
+                                               ("opennmt", "rnn", "brnn-lstm-2-general-feed-gate-both"),
+                                               ("joeynmt", "transformer", "post-1x2"),
+                                               ("opennmt", "transformer", "1x2-gelu")])
+def test_convert_from_toolkit(cli, tmp_path, toolkit, kind, case):
     from safetensors.torch import save_file
 
-    tests = _module(f"test_{toolkit}_rnn")
+    tests = _module(f"test_{toolkit}_{kind}")
     built, options, model = tests.build(case)
     save_file({k: v.contiguous() for k, v in built.state_dict().items()}, tmp_path / "w.safetensors")
     (tmp_path / "options.json").write_text(json.dumps(options))
@@ -36,7 +40,7 @@ def test_convert_from_toolkit(cli, tmp_path, toolkit, case):
     assert f"{toolkit} state dict" in out
     loaded = seqjit.load(tmp_path / "out")
     assert loaded.config == model.config
-    ids, lengths = tests.sources()
+    ids, lengths = (tests.R if kind == "transformer" else tests).sources()
     tgt = np.full((len(lengths), 3), 5)
     np.testing.assert_array_equal(loaded.logits(ids, tgt, lengths), model.logits(ids, tgt, lengths))
 

@@ -10,7 +10,9 @@
   in a file) giving what the weights cannot tell; or, with ``--from joeynmt`` / ``--from opennmt``,
   a JoeyNMT or OpenNMT-py RNN model's state dict with the toolkit's own options as ``--config``
   (JoeyNMT: the YAML's ``model:`` section as JSON; OpenNMT-py: ``vars(checkpoint["opt"])``):
-  :func:`seqjit.convert.from_joeynmt`, :func:`seqjit.convert.from_opennmt`.
+  :func:`seqjit.convert.from_joeynmt`, :func:`seqjit.convert.from_opennmt`; SRC may also be the
+  toolkit's checkpoint (``torch.load(weights_only=True)``), and the toolkit's vocabularies become
+  ``word_vocab.json`` (:mod:`seqjit.convert.toolkit_files`, :mod:`seqjit.convert.toolkit_vocab`).
 - SRC a Keras 3 ``.keras`` / ``.h5`` file with ``--from keras`` (an LSTM/GRU encoder-decoder with
   attention, read with h5py, nothing executed): :func:`seqjit.convert.from_keras`; ``--config``
   gives ``decoder_start_id`` and ``eos_id``.
@@ -51,6 +53,11 @@ def register(subparsers) -> None:
                         "gives decoder_start_id and eos_id")
     p.add_argument("--config", default=None, metavar="JSON_OR_PATH",
                    help="a state dict's config: a JSON object, inline or in a file (e.g. '{\"nhead\": 8}')")
+    p.add_argument("--src-vocab", default=None, metavar="PATH",
+                   help="--from joeynmt/opennmt: the source vocabulary file (JoeyNMT src_vocab.txt, OpenNMT-py's "
+                        "vocab file); default: JoeyNMT's beside SRC, OpenNMT-py's inside its checkpoint")
+    p.add_argument("--tgt-vocab", default=None, metavar="PATH",
+                   help="--from joeynmt/opennmt: the target vocabulary file (JoeyNMT trg_vocab.txt)")
     p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
     p.add_argument("--force", action="store_true", help="write into OUT even when it is not empty")
     p.add_argument("--quantize", default=None, choices=("int8",),
@@ -85,6 +92,24 @@ def parse_config(text: str | None) -> dict:
     return data
 
 
+def toolkit_config(text: str | None):
+    """A toolkit's ``--config``: a YAML file (JoeyNMT's config.yaml; needs PyYAML), else a JSON object
+    inline or in a file (:func:`parse_config`); None when not given."""
+    if text is not None and Path(text).suffix in (".yaml", ".yml") and Path(text).is_file():
+        try:
+            import yaml
+        except ModuleNotFoundError:
+            raise ModuleNotFoundError(f"--config {text} is YAML: pip install pyyaml (or give it as JSON)") from None
+        try:
+            data = yaml.safe_load(Path(text).read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--config file {text} is not valid YAML: {str(exc)[:200]}") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"--config file {text} must hold a mapping, got {type(data).__name__}")
+        return data
+    return None if text is None else parse_config(text)
+
+
 def _hf_config(directory: Path):
     """SRC's ``config.json`` (a regular file inside SRC, at most CONFIG_MAX_BYTES), or None when absent."""
     path = model_file(directory, "config.json")
@@ -111,7 +136,8 @@ def check_out(out: Path, force: bool) -> None:
         raise ValueError(f"OUT {out} exists and is not empty; choose another directory or pass --force to write into it")
 
 
-def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quantize=None, source="torch") -> tuple:
+def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quantize=None, source="torch",
+            src_vocab=None, tgt_vocab=None) -> tuple:
     """Convert ``src`` into directory ``out``; returns (model, kind, copied tokenizer file names)."""
     import seqjit
 
@@ -122,6 +148,9 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
         raise ValueError("SRC and OUT are the same path")
     check_out(out, force)
     tokenizer = {}  # name -> bytes, copied from a Hugging Face directory
+    vocab = None  # a toolkit's vocabularies (seqjit.convert.toolkit_vocab)
+    if (src_vocab is not None or tgt_vocab is not None) and source not in ("joeynmt", "opennmt"):
+        raise ValueError("--src-vocab and --tgt-vocab apply to --from joeynmt or --from opennmt")
     if src.is_dir():
         data = _hf_config(src)
         if data is not None and "architecture" in data and "model_type" not in data:
@@ -144,8 +173,8 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
         extra = {"dtype": dtype} if dtype is not None else {}
         model = from_keras(src, **{**parse_config(config), **extra})
         kind = "Keras model"
-    elif src.suffix == ".safetensors" and source != "torch":
-        model, kind = _toolkit(src, source, arch, config, dtype)
+    elif source in ("joeynmt", "opennmt"):
+        model, kind, vocab = _toolkit(src, source, arch, config, dtype, src_vocab, tgt_vocab)
     elif src.suffix == ".safetensors":
         if arch is None:
             from seqjit.convert import FROM_TORCH
@@ -169,31 +198,39 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
                          ".safetensors state dict")
     if quantize is not None:
         model = seqjit.quantize(model, quantize)
+    if vocab is not None:  # before anything is written
+        from seqjit.convert import toolkit_vocab
+
+        toolkit_vocab.check_sizes(vocab, src_vocab_size=model.source_vocab_size, tgt_vocab_size=model.target_vocab_size)
     model.save(out)
     for name, raw in tokenizer.items():
         (out / name).write_bytes(raw)
-    return model, kind, list(tokenizer)
+    written = list(tokenizer)
+    if vocab is not None:
+        written += toolkit_vocab.write(out, vocab, src_vocab_size=model.source_vocab_size,
+                                       tgt_vocab_size=model.target_vocab_size)
+    return model, kind, written
 
 
-def _toolkit(src: Path, source: str, arch, config, dtype) -> tuple:
-    """(model, kind) from a JoeyNMT or OpenNMT-py state dict and the toolkit's options (``--config``)."""
+def _toolkit(src: Path, source: str, arch, config, dtype, src_vocab, tgt_vocab) -> tuple:
+    """(model, kind, vocabularies or None) from a JoeyNMT or OpenNMT-py checkpoint or exported state
+    dict, the toolkit's options and its vocabularies (:mod:`seqjit.convert.toolkit_files`)."""
     import seqjit.convert as convert_api
-    from seqjit.models.io import read_safetensors
+    from seqjit.convert.toolkit_files import read_toolkit
 
     if arch is not None:
         raise ValueError(f"--arch applies to --from torch; a {source} model is always attention_seq2seq")
-    if config is None:
-        raise ValueError(f"--from {source} needs the toolkit's options as --config (JoeyNMT: the YAML's 'model:' "
-                         "section as JSON; OpenNMT-py: vars(checkpoint['opt']) as JSON)")
-    state_dict, _ = read_safetensors(src, verify=False)
+    state_dict, options, vocab, kind = read_toolkit(src, source, toolkit_config(config), src_vocab=src_vocab,
+                                                    tgt_vocab=tgt_vocab)
     extra = {"dtype": dtype} if dtype is not None else {}
-    model = getattr(convert_api, f"from_{source}")(state_dict, parse_config(config), **extra)
-    return model, f"{source} state dict ({len(state_dict)} tensors)"
+    model = getattr(convert_api, f"from_{source}")(state_dict, options, **extra)
+    return model, kind, vocab
 
 
 def run(args) -> int:
     model, kind, copied = convert(args.src, args.out, arch=args.arch, config=args.config, dtype=args.dtype,
-                                  force=args.force, quantize=args.quantize, source=getattr(args, "source", "torch"))
+                                  force=args.force, quantize=args.quantize, source=getattr(args, "source", "torch"),
+                                  src_vocab=args.src_vocab, tgt_vocab=args.tgt_vocab)
     out = Path(args.out)
     params = sum(int(w.size) for w in model.weights.values())
     quantization = getattr(model.config, "quantization", "none")
@@ -208,6 +245,10 @@ def run(args) -> int:
                   "decodes garbage: give them there)")
     for name in ("config.json", "model.safetensors", *copied):
         print(f"  wrote {out / name} ({(out / name).stat().st_size:,} bytes)")
+    if copied and "word_vocab.json" in copied:
+        print(f"  seqjit translate --model {out} reads text with the toolkit's vocabularies")
+    elif getattr(args, "source", "torch") in ("joeynmt", "opennmt"):
+        print("  no vocabularies found (give --src-vocab/--tgt-vocab): seqjit translate reads token ids (--ids)")
     if copied and "source.spm" in copied:
         print(f"  seqjit translate --model {out} reads text with its SentencePiece files")
     elif copied and "tokenizer.json" in copied:

@@ -62,6 +62,8 @@ def register(subparsers) -> None:
     p.add_argument("--max-length", type=int, default=None, metavar="N",
                    help="at most N generated tokens per source, end token included (default: 256, or the model's "
                         "max_positions when smaller)")
+    p.add_argument("--min-length", type=int, default=0, metavar="N",
+                   help="the end token is forbidden before N generated tokens (default: 0; JoeyNMT's searches: 1)")
     p.add_argument("--max-batch-tokens", type=int, default=4096, metavar="N",
                    help="at most N padded source tokens per batch (default: 4096)")
     p.add_argument("--max-batch-size", type=int, default=256, metavar="N", help="at most N sources per batch (default: 256)")
@@ -111,6 +113,11 @@ def run(args) -> int:
         raise ValueError(f"--num-hypotheses {hypotheses} needs --beam-size of at least {hypotheses}")
     if hypotheses > 1 and not json_out:
         raise ValueError("--num-hypotheses needs --format json (a text line holds one output)")
+    min_length = getattr(args, "min_length", 0)
+    if min_length < 0:
+        raise ValueError(f"--min-length must be 0 or more, got {min_length}")
+    if min_length and args.ray is not None:
+        raise ValueError("--min-length is not supported with --ray yet")
     if json_out and args.ray is not None:
         raise ValueError("--format json is not supported with --ray yet")
     if args.input != "-":
@@ -134,8 +141,8 @@ def run(args) -> int:
         forced = dict(forced_bos_id=codec.target_language_id(target_lang))
     max_positions = getattr(model.config, "max_positions", None)
     max_length = resolve_max_length(args.max_length, max_positions)
-    options = dict(beam_size=args.beam_size, max_length=max_length, num_hypotheses=hypotheses, return_scores=json_out,
-                   **forced)
+    options = dict(beam_size=args.beam_size, max_length=max_length, min_length=min_length, num_hypotheses=hypotheses,
+                   return_scores=json_out, **forced)
 
     def run_batch(items):
         try:

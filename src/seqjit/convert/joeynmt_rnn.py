@@ -33,7 +33,9 @@ Special ids default to JoeyNMT's (``<unk>`` 0, ``<pad>`` 1, ``<s>`` 2, ``</s>`` 
 ``decoder_start_id``, ``eos_id`` for other vocabularies. JoeyNMT's greedy search also bans ``<s>``
 and ends no hypothesis at step 0 (``min_output_length`` 1): give ``min_length=1`` to
 :meth:`generate`; the ban is recorded in the config (``suppress_tokens=[decoder_start_id]``) for
-the decoding options to read (not applied yet: ``rnn_common``). Transformer models and unknown options raise :class:`ConfigError` naming them.
+the decoding options to read. Transformer models (encoder and decoder ``type: transformer``) go to
+:mod:`seqjit.convert.joeynmt_transformer`; a recurrent encoder with a Transformer decoder (or the
+reverse) and unknown options raise :class:`ConfigError` naming them.
 """
 from __future__ import annotations
 
@@ -138,6 +140,15 @@ def from_joeynmt(state_dict: dict, cfg: dict, *, device: str = "cpu", **config):
     override the derived ones (special ids, ``dtype``, ``backend``)."""
     from seqjit.convert import from_torch
 
+    types = {side: (cfg.get(side) or {}).get("type", "recurrent") if isinstance(cfg, dict) else None
+             for side in ("encoder", "decoder")}
+    if "transformer" in types.values() and types["encoder"] != types["decoder"]:
+        raise ConfigError(f"from_joeynmt: encoder.type {types['encoder']!r} and decoder.type {types['decoder']!r} "
+                          "differ; seqjit converts recurrent or Transformer models, not a mix")
+    if set(types.values()) == {"transformer"}:
+        from seqjit.convert.joeynmt_transformer import from_joeynmt_transformer
+
+        return from_joeynmt_transformer(state_dict, cfg, device=device, **config)
     options = {**_options(cfg), **config}
     options.setdefault("suppress_tokens", [options["decoder_start_id"]])  # JoeyNMT's searches ban <s>
     return from_torch(joeynmt_state_dict(state_dict, cfg), arch="attention_seq2seq", device=device, **options)

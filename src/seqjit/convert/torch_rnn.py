@@ -119,7 +119,7 @@ def _import(state_dict: dict, arch: str, *, backend=None, ignore=(), **config):
                     bidirectional=bidirectional)
     if config.get("bridge") in ONE_VALUE_BRIDGES:  # the weights cannot tell these apart: the keyword says
         inferred["decoder_hidden_size"] = dec_hidden
-    elif bidirectional:
+    elif bidirectional and config.get("bridge") != "layer_mix":  # layer_mix: its bridge.weight is [L*H, L*H]
         inferred["bridge"] = "linear" if "bridge.weight" in sd else ("concat" if dec_hidden == 2 * hidden else "sum")
     if dec_layers != layers:
         inferred["decoder_layers"] = dec_layers

@@ -62,7 +62,10 @@ feeding the attentional layer (OpenNMT-py ``global_attention: mlp``, JoeyNMT ``b
   ``mlp`` attention has no tanh);
 - ``input_feeding`` (Luong et al. 2015 section 3.3; OpenNMT-py and JoeyNMT's default): the decoder
   RNN's input is [e; h~ of the previous step] (zeros at step 0), ``decoder.rnn.weight_ih_l0``
-  [G*Hd, Et + Ao]; h~ is the decoder state ``feed`` [B, Ao].
+  [G*Hd, Et + Ao]; h~ is the decoder state ``feed`` [B, Ao];
+- ``context_gate`` ("source", "target", "both"; Tu et al. 2017, OpenNMT-py ``-context_gate``): h~
+  is replaced by the gate's output, read by the output layer and fed to the next step
+  (:mod:`seqjit.models.rnn_context_gate`).
 
 Encoder graph outputs: ``memory`` [B, S, M], ``keys`` [B, S, A] (bahdanau: ``Ua m + Ua.bias +
 Wa.bias``, once per source; concat: W's memory columns times m) or [B, S, Qd] (general: ``Wa m +
@@ -83,6 +86,8 @@ from seqjit.graph.ops import TensorSpec
 from seqjit.models.base import ATTENTION, MEMORY, NEXT, SRC_LENGTHS, Seq2SeqModel
 from seqjit.models.config import choice, positive
 from seqjit.models.quantization import linear, quantized_spec
+from seqjit.models.rnn_context_gate import KINDS as GATE_KINDS
+from seqjit.models.rnn_context_gate import apply_gate, gate_spec
 from seqjit.models.rnn_common import RNNConfig, decoder_spec, encoder_spec, state_specs
 from seqjit.models.rnn_graphs import RNNPieces
 
@@ -105,6 +110,7 @@ class AttentionSeq2SeqConfig(RNNConfig):
     attentional_activation: str | None = choice("tanh", ("tanh", None))  # "current": h~ = act(W_c [...])
     attention_query_layers: str = choice("top", ("top", "sum", "concat"))  # the query: top layer, or every layer's
     deep_output: bool = False  # the output layer reads [h (or h~); context; embedding of the previous token]
+    context_gate: str | None = choice(None, (None, *GATE_KINDS))  # "current": h~ through a context gate
 
     @property
     def memory_dim(self) -> int:
@@ -154,7 +160,8 @@ class AttentionSeq2SeqConfig(RNNConfig):
             if not self.additive:
                 raise ConfigError(f"{where}: attention_query 'previous' (the context fed into the RNN input) is "
                                   f"supported for attention='bahdanau' or 'concat' only, got attention {self.attention!r}")
-            for key, default in (("input_feeding", False), ("attentional_dim", None), ("attentional_activation", "tanh")):
+            for key, default in (("input_feeding", False), ("attentional_dim", None), ("attentional_activation", "tanh"),
+                                 ("context_gate", None)):
                 if getattr(self, key) != default:
                     raise ConfigError(f"{where}: {key} applies to attention_query 'current' (an attentional layer "
                                       "after the step), not 'previous'")
@@ -190,10 +197,13 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         if c.query == "previous":
             spec.update(decoder_spec(c, c.tgt_embed + M, Hd + deep))
             return spec
-        spec.update(decoder_spec(c, c.tgt_embed + (Ao if c.input_feeding else 0), Ao + deep))
+        rnn_input = c.tgt_embed + (Ao if c.input_feeding else 0)
+        spec.update(decoder_spec(c, rnn_input, Ao + deep))
         spec["decoder.concat.weight"] = TensorSpec((Ao, M + Hd), dt)
         if c.concat_bias:
             spec["decoder.concat.bias"] = TensorSpec((Ao,), dt)
+        if c.context_gate is not None:
+            spec.update(gate_spec(rnn_input, Hd, Ao, dt))
         return spec
 
     # -- graphs ------------------------------------------------------------------------------------
@@ -252,7 +262,7 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
                 context, weights = self._additive(g, P, query, keys, memory, src_lengths)
             else:
                 context, weights = self._luong(g, query, memory, keys, src_lengths, with_attention, step=True)
-            attended = self._attentional(g, P, top, context)
+            attended = self._gated(g, x, top, self._attentional(g, P, top, context))
             P.logits(self._readout(g, attended, context, emb))
             if c.input_feeding:
                 g.output(attended, name=NEXT + "feed")
@@ -310,6 +320,12 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         return linear(g, cat, self.weights, "decoder.concat.weight", bias, activation=c.attentional_activation,
                       name="decoder.concat")
 
+    def _gated(self, g, x, top, attended):
+        """h~ through the ``context_gate`` (:mod:`seqjit.models.rnn_context_gate`), or h~ itself."""
+        if self.config.context_gate is None:
+            return attended
+        return apply_gate(g, self.weights, self.config.context_gate, x, top, attended)
+
     def _luong(self, g, h, memory, keys, src_lengths, with_weights: bool, *, step: bool):
         """Luong (dot/general) attention of h ([B, Hd] or [B, T, Hd]) over the memory -> (context
         [B, M] or [B, T, M], weights [B, 1, T, S] or None)."""
@@ -341,7 +357,8 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         emb = P.embed_target(tokens)
         out = P.decoder_sequence(emb, init)
         context, _ = self._luong(g, out, memory, keys, src_lengths, False, step=False)
-        P.logits(self._readout(g, self._attentional(g, P, out, context), context, emb))
+        attended = self._gated(g, emb, out, self._attentional(g, P, out, context))
+        P.logits(self._readout(g, attended, context, emb))
         return g.build()
 
     def decoder_state_specs(self, batch: int, max_length: int) -> dict:

@@ -16,7 +16,13 @@ reads encoder layer l's final forward and backward states ``h_n[2l]``, ``h_n[2l+
 - ``"concat"``: ``h0[l] = [h_fwd; h_bwd]`` (Hd = 2H; OpenNMT's layout for bidirectional encoders);
 - ``"linear"``: ``h0[l] = act(bridge([h_fwd; h_bwd]))`` with one ``nn.Linear(2H, H)`` shared by the
   layers (``act``: ``bridge_activation``, None or "tanh"); an LSTM's cell state goes through its own
-  ``bridge_c`` linear.
+  ``bridge_c`` linear;
+- ``"layer_mix"`` (OpenNMT-py ``-bridge``, ``RNNEncoder._bridge``, act "relu"): the final states of
+  every layer and direction in PyTorch's order, per row [l0 fwd; l0 bwd; l1 fwd; ...] (L*D*H values),
+  cut into D pieces of L*H, each through ``act(bridge(.))`` (one ``nn.Linear(L*H, L*H)``), put back
+  in order; decoder layer l then reads its D*H values as ``"concat"`` does (Hd = D*H; so for L = 1 the
+  linear maps each direction alone, for L = 2 bidirectional each layer's [fwd; bwd], for a
+  unidirectional encoder every layer's states together); an LSTM's c through ``bridge_c``.
 
 One-value bridges (any Ld, any Hd = ``decoder_hidden_size``): one value s [B, Hd] is every decoder
 layer's h0; an LSTM's c0 is s again (``bridge_cell="hidden"``, JoeyNMT) or zeros (``"zeros"``):
@@ -37,6 +43,7 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     bridge.weight [H, 2H], bridge.bias [H]           (bidirectional, bridge="linear")
     bridge_c.weight [H, 2H], bridge_c.bias [H]       (... and cell="lstm")
     bridge.weight [Hd, M or D*H], bridge.bias [Hd]   (bridge="mean" or "top_linear")
+    bridge.weight [L*H, L*H], bridge.bias [L*H]      (bridge="layer_mix"; LSTM: bridge_c.* too)
     decoder.embedding.weight                         [Vt, Et]
     decoder.rnn.weight_ih_l{k}                       [G*Hd, decoder input size (k = 0) or Hd]
     decoder.rnn.weight_hh_l{k}                       [G*Hd, Hd]
@@ -77,7 +84,9 @@ from seqjit.models.config import ModelConfig, choice, positive
 from seqjit.models.quantization import SCHEMES
 
 GATES = {"gru": 3, "lstm": 4}
-PER_LAYER_BRIDGES = ("sum", "concat", "linear")
+PER_LAYER_BRIDGES = ("sum", "concat", "linear", "layer_mix")
+#: per-layer bridges whose decoder layer l reads [h_fwd; h_bwd] (Hd = 2H) of a bidirectional encoder
+_CONCAT_LAYOUT = ("concat", "layer_mix")
 ONE_VALUE_BRIDGES = ("mean", "top_linear", "last", "zeros")
 
 
@@ -94,7 +103,7 @@ class RNNConfig(ModelConfig):
     num_layers: int = 1
     bidirectional: bool = False
     bridge: str = choice("sum", PER_LAYER_BRIDGES + ONE_VALUE_BRIDGES)
-    bridge_activation: str | None = choice(None, (None, "tanh"))  # bridge "linear", "mean", "top_linear"
+    bridge_activation: str | None = choice(None, (None, "tanh", "relu"))  # "linear", "mean", "top_linear", "layer_mix"
     bridge_cell: str | None = choice(None, (None, "hidden", "zeros"))  # an LSTM's c0 under a one-value bridge; None: "hidden"
     decoder_layers: int | None = None  # Ld; None: num_layers (a per-layer bridge needs Ld = L)
     decoder_hidden_size: int | None = None  # Hd; None: 2H for bridge "concat" of a bidirectional encoder, else H
@@ -129,7 +138,7 @@ class RNNConfig(ModelConfig):
     def decoder_hidden(self) -> int:
         if self.decoder_hidden_size is not None:
             return self.decoder_hidden_size
-        return 2 * self.hidden_size if self.bidirectional and self.bridge == "concat" else self.hidden_size
+        return 2 * self.hidden_size if self.bidirectional and self.bridge in _CONCAT_LAYOUT else self.hidden_size
 
     @property
     def dec_layers(self) -> int:
@@ -170,9 +179,9 @@ class RNNConfig(ModelConfig):
         self._validate_output(where)
         if self.quantization != "none" and self.dtype != "float32":
             raise ConfigError(f"{where}: quantization {self.quantization!r} needs dtype float32, got {self.dtype}")
-        if self.bridge_activation is not None and self.bridge not in ("linear", "mean", "top_linear"):
-            raise ConfigError(f"{where}: bridge_activation applies to bridge 'linear', 'mean' or 'top_linear', "
-                              f"got bridge {self.bridge!r}")
+        if self.bridge_activation is not None and self.bridge not in ("linear", "mean", "top_linear", "layer_mix"):
+            raise ConfigError(f"{where}: bridge_activation applies to bridge 'linear', 'mean', 'top_linear' or "
+                              f"'layer_mix', got bridge {self.bridge!r}")
         for key in ("pad_id", "decoder_start_id", "eos_id"):
             value = getattr(self, key)
             if not 0 <= value < self.tgt_vocab_size:
@@ -190,7 +199,7 @@ class RNNConfig(ModelConfig):
                 raise ConfigError(f"{where}: bridge {self.bridge!r} hands encoder layer l to decoder layer l, so "
                                   f"decoder_layers ({self.dec_layers}) must equal num_layers ({self.num_layers}); "
                                   "use a one-value bridge ('mean', 'top_linear', 'last', 'zeros') otherwise")
-            derived = 2 * self.hidden_size if self.bidirectional and self.bridge == "concat" else self.hidden_size
+            derived = 2 * self.hidden_size if self.bidirectional and self.bridge in _CONCAT_LAYOUT else self.hidden_size
             if self.decoder_hidden_size not in (None, derived):
                 raise ConfigError(f"{where}: bridge {self.bridge!r} fixes the decoder hidden size at {derived}, got "
                                   f"decoder_hidden_size {self.decoder_hidden_size}; use bridge 'mean', 'top_linear' "
@@ -258,6 +267,11 @@ def encoder_spec(c: RNNConfig) -> dict:
         for name in ("bridge", "bridge_c") if c.cell == "lstm" else ("bridge",):
             spec[f"{name}.weight"] = TensorSpec((H, 2 * H), dt)
             spec[f"{name}.bias"] = TensorSpec((H,), dt)
+    elif c.bridge == "layer_mix":
+        LH = c.num_layers * H
+        for name in ("bridge", "bridge_c") if c.cell == "lstm" else ("bridge",):
+            spec[f"{name}.weight"] = TensorSpec((LH, LH), dt)
+            spec[f"{name}.bias"] = TensorSpec((LH,), dt)
     elif c.bridge in ("mean", "top_linear"):
         spec["bridge.weight"] = TensorSpec((c.decoder_hidden, c.bridge_input), dt)
         spec["bridge.bias"] = TensorSpec((c.decoder_hidden,), dt)

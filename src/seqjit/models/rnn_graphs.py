@@ -95,6 +95,8 @@ class RNNPieces:
         H, D = c.hidden_size, c.directions
         rows = g.op("transpose", state, axes=(1, 0, 2), name=f"encoder.final_{kind}")  # [B, L*D, H]
         flat = g.op("reshape", rows, shape=(0, -1))  # [B, L*D*H]
+        if c.bridge == "layer_mix":
+            return self.layer_mix(flat, prefix)
         layers = []
         for l in range(c.num_layers):
             if D == 1:
@@ -111,6 +113,19 @@ class RNNPieces:
                 bwd = g.op("slice_last", both, start=H, stop=2 * H)
                 layers.append(g.op("add", fwd, bwd, name=f"bridge.{kind}.{l}"))
         return layers
+
+    def layer_mix(self, flat, prefix: str) -> list:
+        """OpenNMT-py's ``-bridge`` (``rnn_common``: "layer_mix") on the flattened final states
+        [B, L*D*H] -> decoder layer l's initial state [B, D*H]."""
+        g, c = self.g, self.c
+        LH, DH = c.num_layers * c.hidden_size, c.directions * c.hidden_size
+        pieces = [linear(g, g.op("slice_last", flat, start=r * LH, stop=(r + 1) * LH), self.weights,
+                         f"{prefix}.weight", self.w(f"{prefix}.bias"), activation=c.bridge_activation,
+                         name=f"{prefix}.piece{r}") for r in range(c.directions)]
+        mixed = pieces[0] if len(pieces) == 1 else g.op("concat", *pieces, axis=-1, name=f"{prefix}.mixed")
+        if c.num_layers == 1:
+            return [mixed]
+        return [g.op("slice_last", mixed, start=l * DH, stop=(l + 1) * DH) for l in range(c.num_layers)]
 
     # -- decoder -----------------------------------------------------------------------------------
     def initial_state_inputs(self) -> dict:

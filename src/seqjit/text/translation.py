@@ -16,13 +16,12 @@ import os
 from pathlib import Path
 
 from seqjit.errors import ModelFormatError
-from seqjit.models.files import model_file, read_json, read_limited
+from seqjit.models.files import model_file, read_json
 from seqjit.text.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
 from seqjit.text.lines import quoted
+from seqjit.text.spm_files import SPM_HINT, SPM_MAX_BYTES, import_sentencepiece, spm_processor, tokenizer_file  # noqa: F401
+from seqjit.text.word_vocab import WORD_VOCAB, WordVocabCodec
 
-SPM_HINT = "pip install sentencepiece"
-#: the largest source.spm / target.spm read; a Marian model's is under 1 MiB
-SPM_MAX_BYTES = 64 << 20
 #: the largest vocab.json / target_vocab.json read; a Marian model's (~60k pieces) is about 1-2 MiB
 VOCAB_MAX_BYTES = 64 << 20
 
@@ -43,22 +42,6 @@ def load_any(path):
     return seqjit.load(directory)
 
 
-def import_sentencepiece(why: str):
-    try:
-        import sentencepiece
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"{why} needs the sentencepiece package: {SPM_HINT}") from None
-    return sentencepiece
-
-
-def tokenizer_file(directory: Path, name: str):
-    """``directory / name`` when present (a dangling link or a FIFO counts: reading it is refused
-    then, rather than the file being silently ignored); None when absent. Refused when it leaves
-    the model directory."""
-    path = model_file(directory, name)
-    return path if os.path.lexists(path) else None
-
-
 def _read_vocab(path: Path) -> dict:
     data = read_json(path, max_bytes=VOCAB_MAX_BYTES)
     if not all(isinstance(k, str) and isinstance(v, int) and not isinstance(v, bool) for k, v in data.items()):
@@ -70,21 +53,10 @@ class TextCodec:
     """Text <-> model ids through SentencePiece, Marian's way (see the module docstring)."""
 
     def __init__(self, directory: Path, model):
-        spm = import_sentencepiece(f"{directory} has SentencePiece files (use --ids to read token ids instead); text")
         self.directory = directory
-
-        def processor(path):
-            proto = read_limited(path, SPM_MAX_BYTES)  # bytes, never the path: sentencepiece would open anything
-            if not proto:
-                raise ModelFormatError(f"{path} is empty, not a SentencePiece model")
-            try:
-                return spm.SentencePieceProcessor(model_proto=proto)
-            except (OSError, RuntimeError) as exc:
-                raise ModelFormatError(f"{path} is not a readable SentencePiece model: {exc}") from None
-
-        self.source = processor(model_file(directory, "source.spm"))
+        self.source = spm_processor(model_file(directory, "source.spm"))
         target_spm = tokenizer_file(directory, "target.spm")
-        self.target = processor(target_spm) if target_spm is not None else self.source
+        self.target = spm_processor(target_spm) if target_spm is not None else self.source
         self.eos = model.eos_id
         vocab = tokenizer_file(directory, "vocab.json")
         self.vocab = _read_vocab(vocab) if vocab is not None else None
@@ -123,12 +95,15 @@ class TextCodec:
 
 
 def codec_for(directory, model, *, ids: bool = False):
-    """The text codec of ``directory`` unless token ids were asked for (``ids``): SentencePiece files
+    """The text codec of ``directory`` unless token ids were asked for (``ids``): a toolkit's token
+    lists (``word_vocab.json``, :class:`seqjit.text.word_vocab.WordVocabCodec`), SentencePiece files
     (``source.spm``, :class:`TextCodec`) or else a Hugging Face ``tokenizer.json``
     (:class:`seqjit.text.hf_tokenizer.HFTokenizerCodec`); None when it has neither: lines hold token ids."""
     directory = Path(directory)
     if ids:
         return None
+    if tokenizer_file(directory, WORD_VOCAB) is not None:  # a toolkit's vocabularies (JoeyNMT, OpenNMT-py)
+        return WordVocabCodec(directory, model)
     if tokenizer_file(directory, "source.spm") is not None:
         return TextCodec(directory, model)
     if tokenizer_file(directory, TOKENIZER_JSON) is not None:
