@@ -1,8 +1,11 @@
-"""Export the decoding benchmark's Marian (workload.prepare_marian's ``hf/``) to ONNX with ``optimum``,
-as a new ONNX Runtime user would: ``text2text-generation-with-past`` (encoder_model.onnx,
-decoder_model.onnx, decoder_with_past_model.onnx), float32.
+"""Export a benchmark model directory (``root/hf``: the decoding benchmark's Marian, or a family of
+hf_families.py) to ONNX with ``optimum``, as a new ONNX Runtime user would:
+``text2text-generation-with-past`` (encoder_model.onnx, decoder_model.onnx,
+decoder_with_past_model.onnx in ``root/onnx``), float32. The directories are written by transformers 5;
+optimum's transformers 4.57 reads their config.json and weights as they are (Marian, BART, T5,
+M2M100: the benchmarks check every exported model's ids against transformers 5's).
 
-    python benchmarks/decoding/export_onnx.py [--python PY]
+    python benchmarks/decoding/export_onnx.py [--python PY]      # the Marian of the decoding benchmark
 
 The export needs ``optimum-onnx``, which pins transformers < 4.58; it runs in a separate interpreter
 (``--python`` or ``$SEQJIT_ORT_EXPORT_PYTHON``, default /work/venvs/ortexport/bin/python), for

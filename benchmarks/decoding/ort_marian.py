@@ -1,136 +1,25 @@
-"""ONNX Runtime engines for the decoding benchmark's Marian, on the ``optimum`` export (export_onnx.py).
+"""ONNX Runtime engines for the decoding benchmark's Marian, on the ``optimum`` export (export_onnx.py):
+the loops of ort_seq2seq.py with Marian's rule (decoding starts from the pad token; pad and end blocked,
+exactly NEW_TOKENS tokens per source).
 
-``numpy_engine(onnx_dir, threads)``: the encoder, decoder and decoder-with-past sessions driven by a
-plain NumPy loop, greedy or beam search: ONNX Runtime's fairest figure (no framework around it).
-Decoding follows transformers' ``generate`` on the workload (exactly NEW_TOKENS tokens, pad and end
-blocked as bad_words_ids=[[pad]] and min_new_tokens do): greedy takes the argmax; beam search adds
-log-softmax scores to the beam scores, starts with one live beam per source (the others at -1e9, as
-transformers), keeps the top K of the K x vocab candidates per source and reorders the self-attention
-cache by the chosen beams; every hypothesis has the same length, so the best one is the highest sum.
-
-``generate_engine(onnx_dir, threads)``: ``optimum``'s ORTModelForSeq2SeqLM.generate (needs optimum-onnx
-and transformers < 4.58: it runs under the export interpreter, see peers.py).
-
+``numpy_engine(onnx_dir, threads)``: the sessions driven by the NumPy greedy / beam loop;
+``generate_engine(onnx_dir, threads)``: optimum's ORTModelForSeq2SeqLM.generate (export interpreter).
 Both return ``run(sources, beam) -> list of id lists``.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
+import ort_seq2seq
 import workload as w
 
-LAYERS = w.MARIAN["decoder_layers"]
-_SELF = [f"past_key_values.{i}.decoder.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
-_CROSS = [f"past_key_values.{i}.encoder.{kv}" for i in range(LAYERS) for kv in ("key", "value")]
-
-
-def session_options(threads: int):
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = threads
-    opts.inter_op_num_threads = 1
-    opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    return opts
-
-
-def _blocked(logits: np.ndarray) -> np.ndarray:
-    """Pad never generated (bad_words_ids), end blocked until NEW_TOKENS (min_new_tokens = max)."""
-    logits[:, w.PAD] = -np.inf
-    logits[:, w.EOS] = -np.inf
-    return logits
-
-
-def _log_softmax(x: np.ndarray) -> np.ndarray:
-    x = x - x.max(axis=-1, keepdims=True)
-    return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
-
-
-class OrtMarian:
-    """Three sessions (encoder, first decoder step, decoder with past) and the two NumPy loops."""
-
-    def __init__(self, onnx_dir: Path, threads: int):
-        import onnxruntime as ort
-
-        opts, cpu = session_options(threads), ["CPUExecutionProvider"]
-        self.encoder = ort.InferenceSession(str(onnx_dir / "encoder_model.onnx"), opts, providers=cpu)
-        self.first = ort.InferenceSession(str(onnx_dir / "decoder_model.onnx"), opts, providers=cpu)
-        self.step = ort.InferenceSession(str(onnx_dir / "decoder_with_past_model.onnx"), opts, providers=cpu)
-        self.first_names = [o.name for o in self.first.get_outputs()]
-        self.step_names = [o.name for o in self.step.get_outputs()]
-
-    def _start(self, srcs):
-        """Encoder and the first decoder step (from the pad token) on one row per source:
-        (log-probabilities or logits [B, V], self-attention cache, cross-attention cache, mask)."""
-        ids = np.asarray(srcs, dtype=np.int64)
-        mask = np.ones_like(ids)
-        hidden = self.encoder.run(None, {"input_ids": ids, "attention_mask": mask})[0]
-        start = np.full((len(srcs), 1), w.PAD, dtype=np.int64)
-        out = dict(zip(self.first_names, self.first.run(
-            None, {"input_ids": start, "encoder_hidden_states": hidden, "encoder_attention_mask": mask})))
-        self_kv = {p: out[p.replace("past_key_values", "present")] for p in _SELF}
-        cross = {p: out[p.replace("past_key_values", "present")] for p in _CROSS}
-        return _blocked(out["logits"][:, -1].copy()), self_kv, cross, mask
-
-    def _next(self, tokens, self_kv, cross, mask):
-        feeds = {"input_ids": tokens[:, None], "encoder_attention_mask": mask, **self_kv, **cross}
-        out = dict(zip(self.step_names, self.step.run(None, feeds)))
-        return _blocked(out["logits"][:, -1].copy()), {p: out[p.replace("past_key_values", "present")] for p in _SELF}
-
-    def greedy(self, srcs) -> list:
-        logits, self_kv, cross, mask = self._start(srcs)
-        out = []
-        for step in range(w.NEW_TOKENS):
-            tokens = logits.argmax(-1).astype(np.int64)
-            out.append(tokens)
-            if step + 1 < w.NEW_TOKENS:
-                logits, self_kv = self._next(tokens, self_kv, cross, mask)
-        return np.stack(out, axis=1).tolist()
-
-    def beam(self, srcs, k: int) -> list:
-        b = len(srcs)
-        logits, self_kv, cross, mask = self._start(srcs)
-        rep = lambda a: np.repeat(a, k, axis=0)  # noqa: E731  row r -> rows r*k .. r*k+k-1
-        self_kv, cross, mask = {n: rep(a) for n, a in self_kv.items()}, {n: rep(a) for n, a in cross.items()}, rep(mask)
-        logprobs = rep(_log_softmax(logits))                     # [B*K, V]
-        scores = np.tile(np.r_[0.0, np.full(k - 1, -1e9)], b).astype(np.float32)
-        history = np.zeros((b * k, 0), dtype=np.int64)
-        vocab = logprobs.shape[1]
-        for step in range(w.NEW_TOKENS):
-            total = (scores[:, None] + logprobs).reshape(b, k * vocab)
-            best = np.argpartition(-total, k, axis=1)[:, :k]
-            order = np.take_along_axis(total, best, axis=1).argsort(axis=1, kind="stable")[:, ::-1]
-            best = np.take_along_axis(best, order, axis=1)           # [B, K], best first
-            scores = np.take_along_axis(total, best, axis=1).reshape(-1)
-            rows = (np.arange(b)[:, None] * k + best // vocab).reshape(-1)
-            tokens = (best % vocab).reshape(-1).astype(np.int64)
-            history = np.concatenate([history[rows], tokens[:, None]], axis=1)
-            if step + 1 < w.NEW_TOKENS:
-                logits, self_kv = self._next(tokens, {n: a[rows] for n, a in self_kv.items()}, cross, mask)
-                logprobs = _log_softmax(logits)
-        best_row = scores.reshape(b, k).argmax(axis=1) + np.arange(b) * k
-        return history[best_row].tolist()
+RULE = ort_seq2seq.Rule(start=w.PAD, pad=w.PAD, eos=w.EOS, new_tokens=w.NEW_TOKENS)
+session_options = ort_seq2seq.session_options
 
 
 def numpy_engine(onnx_dir: Path, threads: int):
-    model = OrtMarian(onnx_dir, threads)
-    return lambda srcs, beam=1: model.greedy(srcs) if beam == 1 else model.beam(srcs, beam)
+    return ort_seq2seq.numpy_engine(onnx_dir, threads, RULE)
 
 
 def generate_engine(onnx_dir: Path, threads: int):
-    import torch
-    from optimum.onnxruntime import ORTModelForSeq2SeqLM
-
-    model = ORTModelForSeq2SeqLM.from_pretrained(onnx_dir, use_cache=True, use_merged=False, use_io_binding=False,
-                                                 provider="CPUExecutionProvider", session_options=session_options(threads))
-
-    def run(srcs, beam=1):
-        ids = torch.tensor(srcs)
-        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=beam,
-                             min_new_tokens=w.NEW_TOKENS, max_new_tokens=w.NEW_TOKENS, bad_words_ids=[[w.PAD]],
-                             forced_eos_token_id=None)
-        return out[:, 1:].tolist()
-    return run
+    return ort_seq2seq.generate_engine(onnx_dir, threads, RULE)

@@ -47,12 +47,13 @@ def _set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
-def child(engine: str, threads: int, rounds: int) -> dict:
+def child(engine: str, threads: int, rounds: int, make=w.marian_engine, sources=w.sources) -> dict:
+    """Time every case with ``make(engine)``'s run on ``sources(batch)`` (hf_families.py passes its own)."""
     _set_threads(threads)
-    run = w.marian_engine(engine)
+    run = make(engine)
     cases = []
     for beam, batch in CASES:
-        srcs = w.sources(batch)
+        srcs = sources(batch)
         t0 = time.perf_counter()
         run(srcs, beam)  # warm-up; sizes the rounds
         n = min(rounds, max(3, int(BUDGET_S / (time.perf_counter() - t0))))
@@ -78,18 +79,25 @@ def measure(engines, rounds: int, ort_python: str | None = None) -> list:
     for engine in engines:
         py = export_onnx.export_python(ort_python) if engine == "ort-generate" else sys.executable
         for threads in THREADS.get(engine, (1, 2)):
-            cmd = [py, __file__, "--child", engine, str(threads), "--rounds", str(rounds)]
-            print(f"== peers: {engine}, {threads} thread(s)", flush=True)
-            done = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE,
-                                  env={**os.environ, "SEQJIT_BENCH_THREADS": str(threads)})
-            if done.returncode != 0:
-                print(f"== peers: {engine} failed (exit {done.returncode}): "
-                      + " | ".join(done.stderr.strip().splitlines()[-3:]), flush=True)
-                continue
-            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"   load {rows[-1]['load']:.1f}: " + ", ".join(f"beam {c['beam']} b{c['batch']} {c['tok_s']:.1f} tok/s ({c['rounds']} r)"
-                                    for c in rows[-1]["cases"]), flush=True)
+            row = spawn([py, __file__, "--child", engine, str(threads), "--rounds", str(rounds)], engine, threads)
+            rows += [row] if row else []
     return rows
+
+
+def spawn(cmd: list, engine: str, threads: int, what: str = "peers") -> dict | None:
+    """Run one child process (``cmd`` prints child()'s row as its last line); the row, or None with
+    the failure printed."""
+    print(f"== {what}: {engine}, {threads} thread(s)", flush=True)
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=HERE,
+                          env={**os.environ, "SEQJIT_BENCH_THREADS": str(threads)})
+    if done.returncode != 0:
+        print(f"== {what}: {engine} failed (exit {done.returncode}): "
+              + " | ".join(done.stderr.strip().splitlines()[-3:]), flush=True)
+        return None
+    row = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"   load {row['load']:.1f}: " + ", ".join(f"beam {c['beam']} b{c['batch']} {c['tok_s']:.1f} tok/s ({c['rounds']} r)"
+                                            for c in row["cases"]), flush=True)
+    return row
 
 
 def best(rows) -> dict:

@@ -208,6 +208,35 @@ def test_parquet_id_lists(cluster, tmp_path, capsys):
     assert "empty line" in messages[0] and "outside the source vocabulary" in messages[1]
 
 
+# -- translate: text through a Hugging Face tokenizer.json, and a target language ------------------
+@pytest.fixture(scope="module")
+def nllb_model(tmp_path_factory):
+    """A tiny M2M100 directory with an NLLB-style tokenizer.json (language codes eng/deu/fra_Latn)."""
+    from ..cli.test_translate_hf_tokenizer import build_tokenizer
+    from ..models.conftest import tiny_hf
+
+    path = tmp_path_factory.mktemp("nllb_ray")
+    tiny_hf("m2m_100", path, seed=2)
+    build_tokenizer(path)
+    return path
+
+
+def test_translate_tokenizer_json_equals_the_single_machine_command(cluster, nllb_model, tmp_path, capsys):
+    (tmp_path / "in.txt").write_text("the cat sat\n\na dog in the park\nzebra sang!\nder Hund\n", encoding="utf-8")
+    outputs = []
+    for lang in (None, "deu_Latn", "fra_Latn"):
+        argv = ("translate", "--model", nllb_model, "--input", tmp_path / "in.txt", "--max-length", 8,
+                *(("--target-lang", lang) if lang else ()))
+        status, messages = _run(capsys, *argv, "--output", tmp_path / "single.txt")
+        ray_status, ray_messages = _run(capsys, *argv, "--output", tmp_path / "ray.txt", "--ray")
+        single = (tmp_path / "single.txt").read_text(encoding="utf-8").split("\n")
+        assert (ray_status, (tmp_path / "ray.txt").read_text(encoding="utf-8").split("\n"), ray_messages) == \
+            (status, single, messages)
+        assert status == 0 and len(single) == 6 and single[1] == "" and any(single)
+        outputs.append(single)
+    assert outputs[0] != outputs[1] != outputs[2] != outputs[0]  # the target language reached the actors
+
+
 # -- the library API -----------------------------------------------------------------------------
 def test_map_g2p_and_map_translate(cluster):
     words = ["ray", "data", "", "seqjit"]
@@ -233,6 +262,26 @@ def test_predictors_take_any_batch_form_without_ray():
     assert list(passed["error"]) == ["read error", "missing word (null)"] and list(passed["phonemes"]) == ["", ""]
     translated = TranslatePredictor(MODEL, max_length=8, threads=None)({"text": np.array([np.array([5, 6])], dtype=object)})
     assert translated["ids"][0].tolist() == seqjit.load(MODEL).generate([[5, 6]], max_length=8)[0].ids[0]
+
+
+def test_translate_predictor_target_language(nllb_model):
+    """Text through the tokenizer.json, the output language by its code or its token id."""
+    from seqjit.text.hf_tokenizer import HFTokenizerCodec
+
+    model = seqjit.from_hf(nllb_model)
+    codec = HFTokenizerCodec(nllb_model, model)
+    deu = codec.tokenizer.token_to_id("deu_Latn")
+    want = model.generate([codec.encode("the cat sat")], max_length=8, forced_bos_id=deu)[0].ids[0]
+    assert want[0] == deu
+    by_code = TranslatePredictor(nllb_model, max_length=8, threads=None, target_lang="deu_Latn")
+    by_id = TranslatePredictor(nllb_model, ids=True, max_length=8, threads=None, forced_bos_id=deu)
+    assert list(by_code({"text": np.array(["the cat sat"], dtype=object)})["ids"][0]) == want
+    assert list(by_code({"text": np.array(["the cat sat"], dtype=object)})["output"]) == [codec.decode(want)]
+    assert list(by_id({"text": np.array([" ".join(map(str, codec.encode("the cat sat")))], dtype=object)})["ids"][0]) == want
+    with pytest.raises(ValueError, match="no such language token"):
+        TranslatePredictor(nllb_model, threads=None, target_lang="deu_Latm")
+    with pytest.raises(ValueError, match="needs a tokenizer.json"):
+        TranslatePredictor(MODEL, threads=None, target_lang="deu_Latn")
 
 
 # -- order, errors, imports ----------------------------------------------------------------------

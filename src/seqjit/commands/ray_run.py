@@ -23,7 +23,6 @@ from seqjit.commands.messages import Reporter, is_terminal
 from seqjit.commands.output import STDIO, output_stream
 from seqjit.text.batching import Record, count_lines, read_lines
 from seqjit.text.lines import line_records, resolve_max_length, word_records
-from seqjit.text.translation import codec_for, load_any
 
 POOL = 2048  # lines per Ray block: batching.process's pool
 
@@ -138,7 +137,7 @@ def connect(address: str):
     return ray, True
 
 
-def _check(args) -> None:
+def check(args) -> None:
     """The Ray options; and Ray itself, before the model loads."""
     from seqjit.integrations.ray import import_ray
 
@@ -222,7 +221,7 @@ def run_g2p(args, source) -> int:
     from seqjit.g2p.predictor import BUNDLED
     from seqjit.integrations.ray import map_g2p
 
-    _check(args)
+    check(args)
     if getattr(args, "format", "tsv") != "tsv" or getattr(args, "num_hypotheses", 1) != 1:
         raise ValueError("--ray writes TSV: --format json and --num-hypotheses run without --ray")
     fold = getattr(args, "fold_accents", True)
@@ -270,14 +269,12 @@ def run_g2p(args, source) -> int:
     return 0
 
 
-def run_translate(args) -> int:
-    """``seqjit translate --ray``, its arguments checked by ``seqjit.commands.translate.run``."""
+def run_translate(args, directory: Path, model, codec, forced: dict) -> int:
+    """``seqjit translate --ray``, its arguments checked, its model, codec (SentencePiece, a
+    tokenizer.json, or None for ids) and ``generate`` options of ``--target-lang`` (``forced``) read
+    by ``seqjit.commands.translate.run`` (the line rules need them; a bad --model fails before Ray starts)."""
     from seqjit.integrations.ray import map_translate
 
-    _check(args)
-    directory = Path(args.model)
-    model = load_any(directory)  # the line rules need it; a bad --model fails before Ray starts
-    codec = codec_for(directory, model, ids=args.ids)
     max_positions = getattr(model.config, "max_positions", None)
     max_length = resolve_max_length(args.max_length, max_positions)
     name = "<stdin>" if args.input == STDIO else args.input
@@ -299,9 +296,10 @@ def run_translate(args) -> int:
             line = codec.decode(row["ids"]) if codec is not None else " ".join(str(int(i)) for i in row["ids"])
         out.write(line + "\n")
 
-    # the actors get token ids (the driver tokenises and detokenises: they need no SentencePiece)
+    # the actors get token ids (the driver tokenises and detokenises: they need no tokenizer) and the
+    # forced first token's id
     options = dict(model=str(directory.resolve()), ids=True, beam_size=args.beam_size, max_length=max_length,
-                   max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size)
+                   max_batch_tokens=args.max_batch_tokens, max_batch_size=args.max_batch_size, **forced)
     records = line_records(input_lines(args.input, args.column, allow_ids=True), model, codec, max_positions)
     with output_stream(args.output) as out:
         try:

@@ -45,7 +45,7 @@ from seqjit.commands.scores import both_scores, output_length
 from seqjit.text.batching import Failed, count_lines, process, read_lines
 from seqjit.text.lines import line_records, resolve_max_length
 from seqjit.text.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
-from seqjit.text.translation import codec_for, load_any
+from seqjit.text.translation import codec_for, load_any, target_language
 
 
 def register(subparsers) -> None:
@@ -99,6 +99,15 @@ def json_line(result, error, codec, *, beam: bool, max_length: int) -> str:
 
 
 # -- the command -----------------------------------------------------------------------------------
+def target_lang_options(args, directory, model, codec) -> dict:
+    """``generate``'s options for ``--target-lang`` (with or without --ray): text read with a
+    tokenizer.json only."""
+    code = getattr(args, "target_lang", None)
+    if code is not None and not isinstance(codec, HFTokenizerCodec):
+        raise ValueError(f"--target-lang needs text read with a {TOKENIZER_JSON} (none in {directory}, or --ids given)")
+    return target_language(directory, model, codec, code)
+
+
 def _positive(name: str, value) -> None:
     if value is not None and value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value}")
@@ -129,16 +138,13 @@ def run(args) -> int:
     refuse_input_as_output(args.input, args.output)
 
     if args.ray is not None:
-        return ray_run.run_translate(args)
+        ray_run.check(args)  # Ray itself, before the model loads
     directory = Path(args.model)
     model = load_any(directory)
     codec = codec_for(directory, model, ids=args.ids)
-    target_lang = getattr(args, "target_lang", None)
-    forced = {}
-    if target_lang is not None:
-        if not isinstance(codec, HFTokenizerCodec):
-            raise ValueError(f"--target-lang needs text read with a {TOKENIZER_JSON} (none in {directory}, or --ids given)")
-        forced = dict(forced_bos_id=codec.target_language_id(target_lang))
+    forced = target_lang_options(args, directory, model, codec)
+    if args.ray is not None:
+        return ray_run.run_translate(args, directory, model, codec, forced)
     max_positions = getattr(model.config, "max_positions", None)
     max_length = resolve_max_length(args.max_length, max_positions)
     options = dict(beam_size=args.beam_size, max_length=max_length, min_length=min_length, num_hypotheses=hypotheses,

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from seqjit.text.batching import Record, token_batches
 from seqjit.text.lines import BLANK, check_source_line, parse_ids, resolve_max_length
-from seqjit.text.translation import codec_for, load_any
+from seqjit.text.translation import codec_for, load_any, target_language
 
 RAY_EXTRA = "pip install 'seqjit[ray]'"
 #: rows per batch of ``map_*`` (the single-machine commands' pool of lines)
@@ -130,20 +130,27 @@ class TranslatePredictor:
     line ``seqjit translate`` writes: detokenised text, or the ids), ``score``, ``error``.
 
     A source is a string (a line of token ids, or text when the model directory has SentencePiece
-    files and ``ids`` is False) or a sequence of integer ids."""
+    files or a Hugging Face ``tokenizer.json`` and ``ids`` is False) or a sequence of integer ids.
+    The output language of a many-to-many model: ``target_lang`` (``deu_Latn``, read with the
+    directory's tokenizer.json, as ``seqjit translate --target-lang``) or its token id ``forced_bos_id``."""
 
     def __init__(self, model, *, column: str = "text", ids: bool = False, beam_size: int = 1,
                  max_length: int | None = None, max_batch_tokens: int = 4096, max_batch_size: int = 256,
-                 threads: int | None = 1):
+                 threads: int | None = 1, target_lang: str | None = None, forced_bos_id: int | None = None):
         _check_options(beam_size=beam_size, max_length=max_length, max_batch_tokens=max_batch_tokens,
                        max_batch_size=max_batch_size, threads=threads)
+        if target_lang is not None and forced_bos_id is not None:
+            raise ValueError("give target_lang or forced_bos_id, not both")
         _set_threads(threads)
         directory = Path(model)
         self.model = load_any(directory)
         self.codec = codec_for(directory, self.model, ids=ids)  # as seqjit translate decides
         self.max_positions = getattr(self.model.config, "max_positions", None)
+        forced = target_language(directory, self.model, self.codec, target_lang)
+        if forced_bos_id is not None:
+            forced = dict(forced_bos_id=forced_bos_id)
         self.options = dict(beam_size=beam_size, max_length=resolve_max_length(max_length, self.max_positions),
-                            return_scores=True)
+                            return_scores=True, **forced)
         self.column, self.max_batch_tokens, self.max_batch_size = column, max_batch_tokens, max_batch_size
 
     def _source(self, value) -> list | None:

@@ -109,3 +109,18 @@ def codec_for(directory, model, *, ids: bool = False):
     if tokenizer_file(directory, TOKENIZER_JSON) is not None:
         return HFTokenizerCodec(directory, model)
     return None
+
+
+def target_language(directory, model, codec, code: str | None) -> dict:
+    """``generate``'s ``forced_bos_id`` for the output language ``code`` (``{}`` for None): its token
+    in the directory's ``tokenizer.json``, read by ``codec`` when that is the directory's codec (text
+    in), else read here (token ids in, as the Ray actors get them). ValueError when the directory has
+    no tokenizer.json or no such language token."""
+    if code is None:
+        return {}
+    directory = Path(directory)
+    if not isinstance(codec, HFTokenizerCodec):
+        if tokenizer_file(directory, TOKENIZER_JSON) is None:
+            raise ValueError(f"target language {code!r} needs a {TOKENIZER_JSON} in {directory} (there is none)")
+        codec = HFTokenizerCodec(directory, model)
+    return dict(forced_bos_id=codec.target_language_id(code))
