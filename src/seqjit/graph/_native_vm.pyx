@@ -33,6 +33,10 @@ include "additive_attention/_native.pxi"
 include "linear_int8/_native.pxi"
 include "rnn_int8/_recurrence.pxi"
 
+cdef extern from "sampling/native_argmax.h" nogil:
+    # numpy.argmax of a float32 row, vectorised per instruction set; -1 when the row holds NaN
+    Py_ssize_t sj_argmax_row(const float *x, Py_ssize_t n)
+
 cnp.import_array()
 
 # op codes (mirrored in seqjit.graph.lowering.OPCODES)
@@ -500,14 +504,9 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     if row[eos] != row[eos]:
                         rc, nan_row = ERR_NAN, b
                     row[eos] = -INFINITY
-                best, top = 0, row[0]
-                for v in range(V):  # the first maximum, as numpy.argmax
-                    x = row[v]
-                    if x != x:
-                        rc, nan_row = ERR_NAN, b
-                        break
-                    if x > top:
-                        best, top = v, x
+                best = <int>sj_argmax_row(row, V)  # the first maximum, as numpy.argmax; -1: a NaN
+                if best < 0:
+                    rc, nan_row = ERR_NAN, b
                 if rc:
                     break
                 if sc != NULL:
