@@ -396,6 +396,12 @@ cdef class Program:
                 t = (<int64_t*>c.p[0])[0] + 1
                 for j in range(c.i[0]):
                     (<int64_t*>c.p[1])[j] = t
+            elif c.op == OP_ATTENTION and self.team_nt == TEAM:  # batch rows split over the team held
+                native_attention_team(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
+                                      <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17],
+                                      c.i[18], <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3],
+                                      <int>c.i[4], <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
+                                      <float*>c.p[6], c.i[19], c.i[20], c.i[21])
             elif c.op == OP_ATTENTION:
                 native_attention(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
                                  <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17], c.i[18],
