@@ -1,9 +1,10 @@
-"""GFLOP/s of the native replay's linear against NumPy/BLAS sgemm at Marian's decode shapes, beside
-this host's roofline (FMA peak and read bandwidth from roofline_probe.c).
+"""GFLOP/s of the native replay's linear against NumPy/BLAS sgemm and ONNX Runtime's MatMul at Marian's
+decode shapes, beside this host's roofline (FMA peak and read bandwidth from roofline_probe.c).
 
 Each product runs as a one-op native program (the VM's own code path: the kernel, the team of two
-at 2 threads) and as ``np.matmul(x, W.T)`` with BLAS held to the same thread count, in the same
-process, interleaved, best of ``--reps``. "hot": one weight, reused (it stays in L2/L3); "stream":
+at 2 threads), as ``np.matmul(x, W.T)`` with BLAS held to the same thread count, and as a one-node
+ONNX MatMul in an onnxruntime session with as many intra-op threads (ort_matmul.py; left out
+without onnx and onnxruntime), in the same process, interleaved, best of ``--reps``. "hot": one weight, reused (it stays in L2/L3); "stream":
 enough copies of the weight, used in turn, that each call reads it from memory, as a decode step
 reads its weights. The bound is min(peak, bandwidth x flop per byte of weight, x and y) for
 "stream", the peak for "hot"; the probe runs before and after the products (its best is kept, so a
@@ -27,6 +28,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+import ort_matmul  # noqa: E402
 from roofline_plot import intensity, plot  # noqa: E402
 #: (K, N) of opus-mt-en-de's decode step: attention projections, FFN in/out, the output projection
 MARIAN = [(512, 512), (512, 2048), (2048, 512), (512, 58101)]
@@ -80,6 +82,7 @@ def measure(m, k, n, threads, reps, mode):
     copies = 1 if mode == "hot" else max(1, -(-STREAM_BYTES // (4 * k * n)))
     ws = [rng.standard_normal((n, k), dtype=np.float32) * 0.05 for _ in range(copies)]
     progs = [native_program(x, w) for w in ws]
+    orts = [ort_matmul.matmul_call(w, x, threads)[0] for w in ws] if ort_matmul.available() else []
     ref = x @ ws[0].T
     err = float(np.abs(progs[0][1] - ref).max() / max(1.0, np.abs(ref).max()))
     seqjit.set_num_threads(threads)
@@ -98,14 +101,22 @@ def measure(m, k, n, threads, reps, mode):
         turn["i"] += 1
         np.matmul(x, w.T)
 
+    def onnx():
+        orts[turn["i"] % copies]()
+        turn["i"] += 1
+
     with threadpool_limits(threads):
-        t_nat = t_blas = float("inf")
-        for _ in range(3):  # interleaved, so both see the same neighbours on the host
+        t_nat = t_blas = t_ort = float("inf")
+        for _ in range(3):  # interleaved, so all see the same neighbours on the host
             t_nat = min(t_nat, best(native, reps))
             t_blas = min(t_blas, best(blas, reps))
+            if orts:
+                t_ort = min(t_ort, best(onnx, reps))
     flop = 2.0 * m * k * n
     return {"M": m, "K": k, "N": n, "threads": threads, "mode": mode, "native_gflops": flop / t_nat / 1e9,
-            "blas_gflops": flop / t_blas / 1e9, "native_us": t_nat * 1e6, "blas_us": t_blas * 1e6, "rel_err": err}
+            "blas_gflops": flop / t_blas / 1e9, "ort_gflops": flop / t_ort / 1e9 if orts else None,
+            "native_us": t_nat * 1e6, "blas_us": t_blas * 1e6, "ort_us": t_ort * 1e6 if orts else None,
+            "rel_err": err}
 
 
 def main(argv=None):
@@ -160,8 +171,8 @@ def _report(rows, roof, json_path, png):
     return 0
 
 
-HEADER = (f"{'mode':6} {'thr':>3} {'M':>4} {'K':>5} {'N':>6} | {'native':>7} {'blas':>7} GFLOP/s | {'bound':>6} "
-          f"{'nat%':>5} {'blas%':>5} | nat/blas")
+HEADER = (f"{'mode':6} {'thr':>3} {'M':>4} {'K':>5} {'N':>6} | {'native':>7} {'blas':>7} {'ort':>7} GFLOP/s | "
+          f"{'bound':>6} {'nat%':>5} {'blas%':>5} {'ort%':>5} | nat/blas nat/ort")
 
 
 def _bound(r: dict, roof: dict) -> float:
@@ -170,9 +181,12 @@ def _bound(r: dict, roof: dict) -> float:
 
 
 def _line(r: dict) -> str:
+    ort, bound = r.get("ort_gflops"), r["bound"]
+    ort_cells = ("-", "-", "-") if ort is None else (f"{ort:.1f}", f"{100 * ort / bound:.0f}", f"{r['native_gflops'] / ort:.2f}")
     return (f"{r['mode']:6} {r['threads']:3} {r['M']:4} {r['K']:5} {r['N']:6} | {r['native_gflops']:7.1f} "
-            f"{r['blas_gflops']:7.1f} GFLOP/s | {r['bound']:6.1f} {100 * r['native_gflops'] / r['bound']:5.0f} "
-            f"{100 * r['blas_gflops'] / r['bound']:5.0f} | {r['native_gflops'] / r['blas_gflops']:.2f}"
+            f"{r['blas_gflops']:7.1f} {ort_cells[0]:>7} GFLOP/s | {bound:6.1f} "
+            f"{100 * r['native_gflops'] / bound:5.0f} {100 * r['blas_gflops'] / bound:5.0f} {ort_cells[1]:>5} | "
+            f"{r['native_gflops'] / r['blas_gflops']:8.2f} {ort_cells[2]:>7}"
             f"{'  ERR ' + str(r['rel_err']) if r['rel_err'] > 1e-4 else ''}")
 
 

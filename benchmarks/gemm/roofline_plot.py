@@ -1,5 +1,7 @@
 """The roofline picture of decode_shapes.py's results: GFLOP/s against arithmetic intensity (flop
-per byte of weight, x and y), with this host's measured FMA peak and read bandwidth as the roof.
+per byte of weight, x and y), with this host's measured FMA peak and read bandwidth as the roof;
+seqjit (circles, solid), NumPy/BLAS (crosses, dashed), ONNX Runtime's MatMul (triangles, dotted,
+where the results have it).
 
     python benchmarks/gemm/roofline_plot.py results.json out.png
 """
@@ -38,6 +40,8 @@ def plot(data: dict, png: str, mode: str = "stream") -> None:
             c = colors[i % len(colors)]
             ax.loglog(x, [r["native_gflops"] for r in sel], "o-", color=c, label=f"seqjit {k}x{n}")
             ax.loglog(x, [r["blas_gflops"] for r in sel], "x--", color=c, alpha=0.6, label=f"BLAS {k}x{n}")
+            if all(r.get("ort_gflops") for r in sel):
+                ax.loglog(x, [r["ort_gflops"] for r in sel], "^:", color=c, alpha=0.6, label=f"ONNX Runtime {k}x{n}")
             for r, xi in zip(sel, x):
                 ax.annotate(f"M={r['M']}", (xi, r["native_gflops"]), fontsize=6, xytext=(3, -8), textcoords="offset points")
         ax.set_xlabel("flop per byte (weight + x + y)")

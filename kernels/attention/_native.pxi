@@ -92,3 +92,67 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
                         vr = vbh + j * vl
                         for d in range(Dv):
                             orow[d] += w * vr[d]
+
+
+#: the most scores (Lq x Lk floats) a team half computes in a scratch on its own stack
+DEF ATTN_TEAM_SCRATCH = 4096
+
+
+cdef struct _AttnJob:
+    const float* q
+    Py_ssize_t qb, qh, ql
+    const float* k
+    Py_ssize_t kb, kh, kl
+    const float* v
+    Py_ssize_t vb, vh, vl
+    float* o
+    Py_ssize_t ob, oh, ol
+    const int64_t* lengths
+    int B, H, Lq, Lk, D, Dv, mid
+    bint causal
+    float scale
+    float* scores
+    const float* bias
+    Py_ssize_t bb, bh, bl
+
+
+cdef void _attention_part(void* ctx, int part) noexcept nogil:
+    """Batch rows [0, mid) (part 0, in the instruction's scratch) or [mid, B) (part 1, in a stack
+    scratch) of a team-split native_attention."""
+    cdef _AttnJob* j = <_AttnJob*>ctx
+    cdef float buf[ATTN_TEAM_SCRATCH]
+    cdef int b0 = 0 if part == 0 else j.mid
+    cdef int b1 = j.mid if part == 0 else j.B
+    native_attention(j.q + b0 * j.qb, j.qb, j.qh, j.ql, j.k + b0 * j.kb, j.kb, j.kh, j.kl,
+                     j.v + b0 * j.vb, j.vb, j.vh, j.vl, j.o + b0 * j.ob, j.ob, j.oh, j.ol,
+                     j.lengths + b0 if j.lengths != NULL else NULL, b1 - b0, j.H, j.Lq, j.Lk, j.D, j.Dv,
+                     j.causal, j.scale, j.scores if part == 0 else buf,
+                     j.bias + b0 * j.bb if j.bias != NULL else NULL, j.bb, j.bh, j.bl)
+
+
+cdef void native_attention_team(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssize_t ql,
+                                const float* k, Py_ssize_t kb, Py_ssize_t kh, Py_ssize_t kl,
+                                const float* v, Py_ssize_t vb, Py_ssize_t vh, Py_ssize_t vl,
+                                float* o, Py_ssize_t ob, Py_ssize_t oh, Py_ssize_t ol,
+                                const int64_t* lengths, int B, int H, int Lq, int Lk, int D, int Dv,
+                                bint causal, float scale, float* scores,
+                                const float* bias, Py_ssize_t bb, Py_ssize_t bh, Py_ssize_t bl) noexcept nogil:
+    """native_attention with the batch rows split in two halves over the team of two (native_team.h,
+    held by the caller): a decode step's attention reads every row's K/V cache (12 MB per step for
+    Marian at batch 16), on one core otherwise while the other waited. Each row is computed as
+    alone, so the results are the same bit for bit. One row, or more scores than a stack scratch
+    holds: on the calling thread."""
+    cdef _AttnJob job
+    if B < 2 or <Py_ssize_t>Lq * Lk > ATTN_TEAM_SCRATCH:
+        native_attention(q, qb, qh, ql, k, kb, kh, kl, v, vb, vh, vl, o, ob, oh, ol, lengths, B, H, Lq, Lk, D, Dv,
+                         causal, scale, scores, bias, bb, bh, bl)
+        return
+    job.q, job.qb, job.qh, job.ql = q, qb, qh, ql
+    job.k, job.kb, job.kh, job.kl = k, kb, kh, kl
+    job.v, job.vb, job.vh, job.vl = v, vb, vh, vl
+    job.o, job.ob, job.oh, job.ol = o, ob, oh, ol
+    job.lengths, job.B, job.H, job.Lq, job.Lk, job.D, job.Dv = lengths, B, H, Lq, Lk, D, Dv
+    job.mid = B // 2
+    job.causal, job.scale, job.scores = causal, scale, scores
+    job.bias, job.bb, job.bh, job.bl = bias, bb, bh, bl
+    sj_team_run(_attention_part, &job)

@@ -33,6 +33,10 @@ include "additive_attention/_native.pxi"
 include "linear_int8/_native.pxi"
 include "rnn_int8/_recurrence.pxi"
 
+cdef extern from "sampling/native_argmax.h" nogil:
+    # numpy.argmax of a float32 row, vectorised per instruction set; -1 when the row holds NaN
+    Py_ssize_t sj_argmax_row(const float *x, Py_ssize_t n)
+
 cnp.import_array()
 
 # op codes (mirrored in seqjit.graph.lowering.OPCODES)
@@ -392,6 +396,12 @@ cdef class Program:
                 t = (<int64_t*>c.p[0])[0] + 1
                 for j in range(c.i[0]):
                     (<int64_t*>c.p[1])[j] = t
+            elif c.op == OP_ATTENTION and self.team_nt == TEAM:  # batch rows split over the team held
+                native_attention_team(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
+                                      <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17],
+                                      c.i[18], <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3],
+                                      <int>c.i[4], <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
+                                      <float*>c.p[6], c.i[19], c.i[20], c.i[21])
             elif c.op == OP_ATTENTION:
                 native_attention(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
                                  <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17], c.i[18],
@@ -500,14 +510,9 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     if row[eos] != row[eos]:
                         rc, nan_row = ERR_NAN, b
                     row[eos] = -INFINITY
-                best, top = 0, row[0]
-                for v in range(V):  # the first maximum, as numpy.argmax
-                    x = row[v]
-                    if x != x:
-                        rc, nan_row = ERR_NAN, b
-                        break
-                    if x > top:
-                        best, top = v, x
+                best = <int>sj_argmax_row(row, V)  # the first maximum, as numpy.argmax; -1: a NaN
+                if best < 0:
+                    rc, nan_row = ERR_NAN, b
                 if rc:
                     break
                 if sc != NULL:
