@@ -99,7 +99,7 @@ def toolkit_config(text: str | None):
         try:
             import yaml
         except ModuleNotFoundError:
-            raise ModuleNotFoundError(f"--config {text} is YAML: pip install pyyaml (or give it as JSON)") from None
+            raise ModuleNotFoundError(f"--config {text} is YAML: pip install 'seqjit[yaml]' (PyYAML), or give it as JSON") from None
         try:
             data = yaml.safe_load(Path(text).read_text(encoding="utf-8"))
         except (yaml.YAMLError, UnicodeDecodeError) as exc:

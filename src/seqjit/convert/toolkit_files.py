@@ -2,10 +2,10 @@
 and its vocabularies, from the files a toolkit leaves (:func:`read_toolkit`).
 
 SRC is either the state dict exported to safetensors (read with safetensors, never unpickled) or the
-toolkit's own checkpoint (``best.ckpt`` / ``model_step_N.pt``), read with ``torch.load(...,
-weights_only=True)``: PyTorch's restricted unpickler, which builds tensors and plain containers and
-runs no code (torch needed: ``pip install torch``). An OpenNMT-py checkpoint also holds its options as
-an ``argparse.Namespace``, the one class admitted besides, read as plain data.
+toolkit's own checkpoint (``best.ckpt`` / ``model_step_N.pt``), read without torch by
+:mod:`seqjit.convert.torch_checkpoint`: a restricted unpickler that builds NumPy arrays and plain
+containers and runs no code. An OpenNMT-py checkpoint also holds its options as an
+``argparse.Namespace``, the one class admitted besides, read as plain data.
 
 - JoeyNMT: ``--config`` the training config (YAML, needs PyYAML; or JSON), its ``model:`` section
   giving the architecture and its ``data:`` section the tokenisation; a JSON object holding the
@@ -26,18 +26,9 @@ CHECKPOINT_SUFFIXES = (".pt", ".ckpt", ".pth")
 
 
 def _torch_load(path: Path, *, namespace: bool):
-    try:
-        import torch
-    except ModuleNotFoundError:
-        raise ModuleNotFoundError(f"reading the checkpoint {path} needs torch (pip install torch), or export its "
-                                  "state dict to .safetensors") from None
-    try:
-        if namespace:
-            with torch.serialization.safe_globals([argparse.Namespace]):
-                return torch.load(path, map_location="cpu", weights_only=True)
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # pickle.UnpicklingError naming a class the restricted unpickler refuses, or a bad file
-        raise ModelFormatError(f"{path}: not a checkpoint seqjit reads without running code ({str(exc)[:300]})") from None
+    from seqjit.convert.torch_checkpoint import read_checkpoint
+
+    return read_checkpoint(path, namespace=namespace)
 
 
 def read_toolkit(src, source: str, config: dict | None, *, src_vocab=None, tgt_vocab=None) -> tuple:
