@@ -36,45 +36,64 @@ static inline float SJ_NAME(dot)(const float *w, const float *x, int K, int kv) 
     return s;
 }
 
-/* y[m, n] = dot(x[m, :], W[n, :]) (+ bias[n]) for W "out_in" [N, K], columns [n0, n1). 1-4 rows of
-   x read two rows of W at a time (8 accumulators: four FMA chains each, one x load for two FMAs),
-   each pair reused for every x row; an odd last column alone. Every output is summed as
+/* s[r] = dot(x, W[r, :]) for R (2 or 4, a constant once inlined) rows of W, K apart, summed as
+   SJ_NAME(dot) does: one x load for R FMAs */
+static inline __attribute__((always_inline)) void SJ_NAME(dots)(const float *xr, const float *w0, int K, int kv,
+                                                                int k4, int R, float *s) {
+    sj_v16 c[4][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++) c[r][j] = (sj_v16){0};
+    int k = 0;
+    for (; k < k4; k += 4 * SJ_LANES)
+        for (int j = 0; j < 4; j++) {
+            sj_v16 xv = *(const sj_v16u *)(xr + k + j * SJ_LANES);
+            for (int r = 0; r < R; r++) c[r][j] += *(const sj_v16u *)(w0 + (ptrdiff_t)r * K + k + j * SJ_LANES) * xv;
+        }
+    for (int j = 0; k < kv; k += SJ_LANES, j++) {
+        sj_v16 xv = *(const sj_v16u *)(xr + k);
+        for (int r = 0; r < R; r++) c[r][j] += *(const sj_v16u *)(w0 + (ptrdiff_t)r * K + k) * xv;
+    }
+    for (int r = 0; r < R; r++) {
+        const float *wr = w0 + (ptrdiff_t)r * K;
+        float t = SJ_NAME(hsum)((c[r][0] + c[r][1]) + (c[r][2] + c[r][3]));
+        for (int q = kv; q < K; q++) t += wr[q] * xr[q];
+        s[r] = t;
+    }
+}
+
+/* y[m, n] = dot(x[m, :], W[n, :]) (+ bias[n]) for W "out_in" [N, K], columns [n0, n1). One row of
+   x reads two rows of W at a time (8 accumulators: four FMA chains each, one x load for two FMAs);
+   2-4 rows read four rows of W at a time with AVX-512 (16 accumulators of its 32 registers), two
+   elsewhere, each reused for every x row; an odd last column alone. Every output is summed as
    SJ_NAME(dot) sums it, so a row's result does not depend on the rows beside it. (One row of W at
-   a time with two chains ran one row hot in L2 at 30 GFLOP/s against BLAS's 44; four rows
-   interleaved defeated the L2-to-L1 prefetch: 13 matrices of a tiny decoder step 11.8 -> 11.0 us
-   on Zen 5.) */
+   a time with two chains ran one row hot in L2 at ~30 GFLOP/s against BLAS's ~42; four rows
+   interleaved at one x row defeated the L2-to-L1 prefetch: 13 matrices of a tiny decoder step
+   11.8 -> 11.0 us on Zen 5.) */
 static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float *w, int K,
                                const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
     const int kv = K - K % SJ_LANES;
     const int k4 = kv - kv % (4 * SJ_LANES);
     int n = n0;
+    float s[4];
+#ifdef __AVX512F__
+    /* 2-4 rows of x with 32 registers: four rows of W at a time (16 accumulators), the same sums */
+    if (M > 1)
+        for (; n + 4 <= n1; n += 4) {
+            const float *w0 = w + (ptrdiff_t)n * K;
+            for (int m = 0; m < M; m++) {
+                SJ_NAME(dots)(x + m * ldx, w0, K, kv, k4, 4, s);
+                float *yr = y + m * ldy + n;
+                for (int r = 0; r < 4; r++) yr[r] = s[r] + (bias ? bias[n + r] : 0.0f);
+            }
+        }
+#endif
     for (; n + 2 <= n1; n += 2) {
-        const float *w0 = w + (ptrdiff_t)n * K, *w1 = w0 + K;
+        const float *w0 = w + (ptrdiff_t)n * K;
         for (int m = 0; m < M; m++) {
-            const float *xr = x + m * ldx;
-            sj_v16 a[4] = {{0}, {0}, {0}, {0}}, b[4] = {{0}, {0}, {0}, {0}};
-            int k = 0;
-            for (; k < k4; k += 4 * SJ_LANES) {
-                for (int j = 0; j < 4; j++) {
-                    sj_v16 xv = *(const sj_v16u *)(xr + k + j * SJ_LANES);
-                    a[j] += *(const sj_v16u *)(w0 + k + j * SJ_LANES) * xv;
-                    b[j] += *(const sj_v16u *)(w1 + k + j * SJ_LANES) * xv;
-                }
-            }
-            for (int j = 0; k < kv; k += SJ_LANES, j++) {
-                sj_v16 xv = *(const sj_v16u *)(xr + k);
-                a[j] += *(const sj_v16u *)(w0 + k) * xv;
-                b[j] += *(const sj_v16u *)(w1 + k) * xv;
-            }
-            float s0 = SJ_NAME(hsum)((a[0] + a[1]) + (a[2] + a[3]));
-            float s1 = SJ_NAME(hsum)((b[0] + b[1]) + (b[2] + b[3]));
-            for (k = kv; k < K; k++) {
-                float xv = xr[k];
-                s0 += w0[k] * xv; s1 += w1[k] * xv;
-            }
+            SJ_NAME(dots)(x + m * ldx, w0, K, kv, k4, 2, s);
             float *yr = y + m * ldy + n;
-            if (bias) { s0 += bias[n]; s1 += bias[n + 1]; }
-            yr[0] = s0; yr[1] = s1;
+            yr[0] = s[0] + (bias ? bias[n] : 0.0f);
+            yr[1] = s[1] + (bias ? bias[n + 1] : 0.0f);
         }
     }
     for (; n < n1; n++)
