@@ -3,9 +3,9 @@
    y[m, :] = x[m, :] @ W (+ bias) for W "in_out" [K, N] (sj_gemv_rows_in_out); columns [n0, n1)
    only, so the caller can split N over threads.
 
-   "out_in": one row of x reads W in order, a row at a time, two FMA chains per dot product (even
-   and odd 16-lane blocks); 2-4 rows of x read four rows of W at a time, each reused for every x
-   row, with the same sums. "in_out": blocks of up to 12 x rows packed k-major, 32 columns per
+   "out_in": 1-4 rows of x read two rows of W at a time (four with AVX-512 at 2-4 rows), each
+   reused for every x row, four FMA chains per dot product (16-lane block j into chain j % 4): the
+   same sums at any row count. "in_out": blocks of up to 12 x rows packed k-major, 32 columns per
    pass, every output one FMA chain over k. Lanes are summed at the end (a tree), so results round
    differently from BLAS, within float32 accuracy of the NumPy reference.
 

@@ -9,81 +9,91 @@ static inline float SJ_NAME(hsum)(sj_v16 a) {
     return p[0] + p[1];
 }
 
-/* the first k2 (a multiple of 32) products of dot(w, x): 16-lane blocks alternately into *a and *b */
-static inline void SJ_NAME(dot_pairs)(const float *w, const float *x, int k2, sj_v16 *a, sj_v16 *b) {
-    for (int k = 0; k < k2; k += 2 * SJ_LANES) {
-        *a += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
-        *b += *(const sj_v16u *)(w + k + SJ_LANES) * *(const sj_v16u *)(x + k + SJ_LANES);
+/* the first k4 (a multiple of 64) products of dot(w, x): 16-lane blocks in turn into the four
+   accumulators c[0..3] (four FMA chains: two could not hide the FMA latency with W in cache) */
+static inline void SJ_NAME(dot_quads)(const float *w, const float *x, int k4, sj_v16 c[4]) {
+    sj_v16 a = c[0], b = c[1], d = c[2], e = c[3];
+    for (int k = 0; k < k4; k += 4 * SJ_LANES) {
+        a += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
+        b += *(const sj_v16u *)(w + k + SJ_LANES) * *(const sj_v16u *)(x + k + SJ_LANES);
+        d += *(const sj_v16u *)(w + k + 2 * SJ_LANES) * *(const sj_v16u *)(x + k + 2 * SJ_LANES);
+        e += *(const sj_v16u *)(w + k + 3 * SJ_LANES) * *(const sj_v16u *)(x + k + 3 * SJ_LANES);
     }
+    c[0] = a; c[1] = b; c[2] = d; c[3] = e;
 }
 
-/* dot(w, x) over K as every out_in kernel sums it: 16-lane blocks alternately into two accumulators
-   (even blocks, odd blocks: two FMA chains), their sum reduced by halving, then the last K % 16
-   products in order (kv = K - K % 16) */
+/* dot(w, x) over K as every out_in kernel sums it: 16-lane blocks in turn into four accumulators
+   (block j into j % 4: four FMA chains; the last 1-3 blocks of kv into the first ones), reduced as
+   (c0 + c1) + (c2 + c3) then by halving, then the last K % 16 products in order (kv = K - K % 16) */
 static inline float SJ_NAME(dot)(const float *w, const float *x, int K, int kv) {
-    sj_v16 a = {0}, b = {0};
-    const int k2 = kv - kv % (2 * SJ_LANES);
-    SJ_NAME(dot_pairs)(w, x, k2, &a, &b);
-    if (k2 < kv) a += *(const sj_v16u *)(w + k2) * *(const sj_v16u *)(x + k2);
-    float s = SJ_NAME(hsum)(a + b);
+    sj_v16 c[4] = {{0}, {0}, {0}, {0}};
+    const int k4 = kv - kv % (4 * SJ_LANES);
+    SJ_NAME(dot_quads)(w, x, k4, c);
+    for (int k = k4, j = 0; k < kv; k += SJ_LANES, j++)
+        c[j] += *(const sj_v16u *)(w + k) * *(const sj_v16u *)(x + k);
+    float s = SJ_NAME(hsum)((c[0] + c[1]) + (c[2] + c[3]));
     for (int k = kv; k < K; k++) s += w[k] * x[k];
     return s;
 }
 
-/* y[m, n] = dot(x[m, :], W[n, :]) (+ bias[n]) for W "out_in" [N, K], columns [n0, n1). One row of x
-   reads W once in order, a row of W at a time (interleaving four rows defeated the L2-to-L1
-   prefetch: 13 matrices of a tiny decoder step 11.8 -> 11.0 us on Zen 5); 2-4 rows read four rows
-   of W at a time, each reused for every x row. Both sum each output as SJ_NAME(dot) does. */
+/* s[r] = dot(x, W[r, :]) for R (2 or 4, a constant once inlined) rows of W, K apart, summed as
+   SJ_NAME(dot) does: one x load for R FMAs */
+static inline __attribute__((always_inline)) void SJ_NAME(dots)(const float *xr, const float *w0, int K, int kv,
+                                                                int k4, int R, float *s) {
+    sj_v16 c[4][4];
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < 4; j++) c[r][j] = (sj_v16){0};
+    int k = 0;
+    for (; k < k4; k += 4 * SJ_LANES)
+        for (int j = 0; j < 4; j++) {
+            sj_v16 xv = *(const sj_v16u *)(xr + k + j * SJ_LANES);
+            for (int r = 0; r < R; r++) c[r][j] += *(const sj_v16u *)(w0 + (ptrdiff_t)r * K + k + j * SJ_LANES) * xv;
+        }
+    for (int j = 0; k < kv; k += SJ_LANES, j++) {
+        sj_v16 xv = *(const sj_v16u *)(xr + k);
+        for (int r = 0; r < R; r++) c[r][j] += *(const sj_v16u *)(w0 + (ptrdiff_t)r * K + k) * xv;
+    }
+    for (int r = 0; r < R; r++) {
+        const float *wr = w0 + (ptrdiff_t)r * K;
+        float t = SJ_NAME(hsum)((c[r][0] + c[r][1]) + (c[r][2] + c[r][3]));
+        for (int q = kv; q < K; q++) t += wr[q] * xr[q];
+        s[r] = t;
+    }
+}
+
+/* y[m, n] = dot(x[m, :], W[n, :]) (+ bias[n]) for W "out_in" [N, K], columns [n0, n1). One row of
+   x reads two rows of W at a time (8 accumulators: four FMA chains each, one x load for two FMAs);
+   2-4 rows read four rows of W at a time with AVX-512 (16 accumulators of its 32 registers), two
+   elsewhere, each reused for every x row; an odd last column alone. Every output is summed as
+   SJ_NAME(dot) sums it, so a row's result does not depend on the rows beside it. (One row of W at
+   a time with two chains ran one row hot in L2 at ~30 GFLOP/s against BLAS's ~42; four rows
+   interleaved at one x row defeated the L2-to-L1 prefetch: 13 matrices of a tiny decoder step
+   11.8 -> 11.0 us on Zen 5.) */
 static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float *w, int K,
                                const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
     const int kv = K - K % SJ_LANES;
-    if (M == 1 && K % (2 * SJ_LANES) == 0) {  /* the usual case, without the odd block and the tail */
-        for (int n = n0; n < n1; n++) {
-            sj_v16 a = {0}, b = {0};
-            SJ_NAME(dot_pairs)(w + (ptrdiff_t)n * K, x, K, &a, &b);
-            y[n] = SJ_NAME(hsum)(a + b) + (bias ? bias[n] : 0.0f);
-        }
-        return;
-    }
-    if (M == 1) {
-        for (int n = n0; n < n1; n++)
-            y[n] = SJ_NAME(dot)(w + (ptrdiff_t)n * K, x, K, kv) + (bias ? bias[n] : 0.0f);
-        return;
-    }
+    const int k4 = kv - kv % (4 * SJ_LANES);
     int n = n0;
-    for (; n + 4 <= n1; n += 4) {
-        const float *w0 = w + (ptrdiff_t)n * K, *w1 = w0 + K, *w2 = w1 + K, *w3 = w2 + K;
+    float s[4];
+#ifdef __AVX512F__
+    /* 2-4 rows of x with 32 registers: four rows of W at a time (16 accumulators), the same sums */
+    if (M > 1)
+        for (; n + 4 <= n1; n += 4) {
+            const float *w0 = w + (ptrdiff_t)n * K;
+            for (int m = 0; m < M; m++) {
+                SJ_NAME(dots)(x + m * ldx, w0, K, kv, k4, 4, s);
+                float *yr = y + m * ldy + n;
+                for (int r = 0; r < 4; r++) yr[r] = s[r] + (bias ? bias[n + r] : 0.0f);
+            }
+        }
+#endif
+    for (; n + 2 <= n1; n += 2) {
+        const float *w0 = w + (ptrdiff_t)n * K;
         for (int m = 0; m < M; m++) {
-            const float *xr = x + m * ldx;
-            sj_v16 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0}, b0 = {0}, b1 = {0}, b2 = {0}, b3 = {0};
-            int k = 0;
-            for (; k + 2 * SJ_LANES <= kv; k += 2 * SJ_LANES) {
-                sj_v16 xv = *(const sj_v16u *)(xr + k), xu = *(const sj_v16u *)(xr + k + SJ_LANES);
-                a0 += *(const sj_v16u *)(w0 + k) * xv;
-                a1 += *(const sj_v16u *)(w1 + k) * xv;
-                a2 += *(const sj_v16u *)(w2 + k) * xv;
-                a3 += *(const sj_v16u *)(w3 + k) * xv;
-                b0 += *(const sj_v16u *)(w0 + k + SJ_LANES) * xu;
-                b1 += *(const sj_v16u *)(w1 + k + SJ_LANES) * xu;
-                b2 += *(const sj_v16u *)(w2 + k + SJ_LANES) * xu;
-                b3 += *(const sj_v16u *)(w3 + k + SJ_LANES) * xu;
-            }
-            if (k < kv) {
-                sj_v16 xv = *(const sj_v16u *)(xr + k);
-                a0 += *(const sj_v16u *)(w0 + k) * xv;
-                a1 += *(const sj_v16u *)(w1 + k) * xv;
-                a2 += *(const sj_v16u *)(w2 + k) * xv;
-                a3 += *(const sj_v16u *)(w3 + k) * xv;
-            }
-            float s0 = SJ_NAME(hsum)(a0 + b0), s1 = SJ_NAME(hsum)(a1 + b1);
-            float s2 = SJ_NAME(hsum)(a2 + b2), s3 = SJ_NAME(hsum)(a3 + b3);
-            for (k = kv; k < K; k++) {
-                float xv = xr[k];
-                s0 += w0[k] * xv; s1 += w1[k] * xv; s2 += w2[k] * xv; s3 += w3[k] * xv;
-            }
+            SJ_NAME(dots)(x + m * ldx, w0, K, kv, k4, 2, s);
             float *yr = y + m * ldy + n;
-            if (bias) { s0 += bias[n]; s1 += bias[n + 1]; s2 += bias[n + 2]; s3 += bias[n + 3]; }
-            yr[0] = s0; yr[1] = s1; yr[2] = s2; yr[3] = s3;
+            yr[0] = s[0] + (bias ? bias[n] : 0.0f);
+            yr[1] = s[1] + (bias ? bias[n + 1] : 0.0f);
         }
     }
     for (; n < n1; n++)
