@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from workload import cpu_name  # noqa: E402  (this folder is on sys.path when run as a script)
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -46,7 +48,7 @@ def main(argv=None) -> int:
                 loads.append(r["load"])
                 for b in (1, 16):
                     runs.setdefault((engine, t, b), []).append(r[f"b{b}"]["median_tok_s"])
-    print(f"CPU: {_cpu()}; load average (1 min) {min(loads):.1f}-{max(loads):.1f}; {args.rounds} rounds")
+    print(f"CPU: {cpu_name()}; load average (1 min) {min(loads):.1f}-{max(loads):.1f}; {args.rounds} rounds")
     head = "| batch | " + " | ".join(engines) + " | " + " | ".join(f"{engines[0]} / {e}" for e in engines[1:]) + " |"
     print(head)
     print("|" + "---:|" * (1 + 2 * len(engines) - 1))
@@ -59,16 +61,6 @@ def main(argv=None) -> int:
         ratios = [f"{best[engines[0]][0] / best[e][0]:.2f}x" for e in engines[1:]]
         print(f"| {b} | " + " | ".join(cells + ratios) + " |")
     return 0
-
-
-def _cpu() -> str:
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 if __name__ == "__main__":

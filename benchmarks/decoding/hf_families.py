@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -239,16 +238,11 @@ def main() -> None:
         print(json.dumps({f"beam {c['beam']}, batch {c['batch']}": round(c["tok_s"], 1) for c in row["cases"]}))
         return
     start, load0 = time.time(), os.getloadavg()
-    print(f"{_cpu_name()}, {os.cpu_count()} CPUs; load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
+    print(f"{w.cpu_name()}, {os.cpu_count()} CPUs; load at start {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}", flush=True)
     rows = run_all(args.families.split(","), args.engines.split(","), args.rounds, args.ort_python)
     if args.json:
         Path(args.json).write_text(json.dumps(rows))
     print(f"\n{(time.time() - start) / 60:.1f} min; load average {os.getloadavg()[0]:.2f} at the end")
-
-
-def _cpu_name() -> str:
-    lines = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
-    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Model name")), "CPU ?")
 
 
 if __name__ == "__main__":

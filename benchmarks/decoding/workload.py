@@ -207,3 +207,11 @@ def rnn_engine(name: str, kind: str):
         return lambda srcs: [r.ids[0] for r in model.generate(
             srcs, max_length=NEW_TOKENS, min_length=NEW_TOKENS, beam_size=1, max_batch_size=len(srcs))]
     raise ValueError(f"unknown RNN engine {name!r}")
+
+
+def cpu_name() -> str:
+    """The CPU's model name as lscpu gives it (the benchmarks name the host they ran on)."""
+    import subprocess
+
+    lines = subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines()
+    return next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("Model name")), "CPU ?")
