@@ -30,16 +30,26 @@ def find_packages():
     return packages
 
 
+def included_sources(*patterns):
+    """The C headers and Cython includes an extension may read (``depends``): setuptools rebuilds an
+    extension when one of them is newer than its build, so a change to a header alone, which Cython's
+    own tracking misses when another header includes it, is never left out of the next build."""
+    return sorted({str(path.relative_to(ROOT)) for pattern in patterns for path in ROOT.glob(pattern)})
+
+
 def find_extensions():
     exts = []
     for pyx in sorted((ROOT / "kernels").glob("*/cython_cpu.pyx")):
         family = pyx.parent.name
+        depends = included_sources("kernels/*.h", "kernels/*.pxi", "kernels/_runtime/*.h",
+                                   f"kernels/{family}/*.h", f"kernels/{family}/*.pxi")
         exts.append(Extension(f"seqjit.kernels.{family}.cython_cpu", [str(pyx.relative_to(ROOT))],
-                              include_dirs=["kernels"]))  # kernels/_sj_blas_fallback.h
+                              include_dirs=["kernels"], depends=depends))  # kernels/_sj_blas_fallback.h
     import numpy
 
+    depends = included_sources("kernels/**/*.h", "kernels/**/*.pxi", "src/seqjit/graph/*.pxi")
     exts.append(Extension("seqjit.graph._native_vm", ["src/seqjit/graph/_native_vm.pyx"],
-                          include_dirs=["kernels", numpy.get_include()]))
+                          include_dirs=["kernels", numpy.get_include()], depends=depends))
     return exts
 
 
