@@ -7,12 +7,18 @@ import os
 
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not os.path.exists("/dev/nvidia0"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    from .cuda_simulator import lock_shared_allocation
+
+    lock_shared_allocation()  # the simulator's shared arrays, allocated under a lock (see the module)
 # the native linear's kernel: the fixed choice (deterministic plans, nothing measured or written to the
 # user's cache); tests/graph/test_kernel_choice.py measures, in a temporary cache
 os.environ.setdefault("SEQJIT_KERNEL_CHOICE", "fixed")
 
 import numpy as np
 import pytest
+
+from .cuda_simulator import short_switch_interval
 
 #: tolerances for a compiled backend against the NumPy reference, per dtype
 TOL = {
@@ -45,7 +51,10 @@ def backend(request):
         reason = _cuda_usable()
         if reason:
             pytest.skip(f"no GPU and no CUDA simulator: {reason}")
-    return request.param
+        with short_switch_interval():
+            yield request.param
+        return
+    yield request.param
 
 
 @pytest.fixture

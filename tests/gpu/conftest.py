@@ -3,11 +3,10 @@ simulator's settings.
 
 Every test here runs on a real GPU when one is present and on numba's CUDA simulator otherwise
 (``tests/conftest.py`` switches it on); a test is skipped only when neither is usable, saying why.
-The simulator runs each CUDA thread as a Python thread. These tests once shortened Python's switch
-interval to 100 us to make its ``syncthreads`` cheaper; at that interval the simulator gave
-nondeterministic results for the attention RNNs (2 of 42 runs of the same teacher-forced logits
-differed; 0 of 30-42 at 1 ms and at the default 5 ms), so they run at the interpreter's default. Whether
-that race is the simulator's or a kernel's is open until a real-GPU run.
+The simulator runs each CUDA thread as a Python thread and its block manager polls them while holding
+the GIL: with Python's default 5 ms switch interval every ``syncthreads`` costs milliseconds, so these
+tests shorten the interval while they run (simulator only; ``tests/cuda_simulator.py`` says why that
+is safe).
 """
 import os
 
@@ -18,7 +17,15 @@ from seqjit.models.attention_seq2seq import AttentionSeq2SeqConfig, AttentionSeq
 from seqjit.models.rnn_seq2seq import RNNSeq2SeqConfig, RNNSeq2SeqModel
 from seqjit.models.transformer import TransformerConfig, TransformerModel
 
+from ..cuda_simulator import short_switch_interval
+
 SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+
+
+@pytest.fixture(autouse=True)
+def _simulator_switch_interval():
+    with short_switch_interval():
+        yield
 
 
 def cuda_or_skip():
