@@ -16,7 +16,7 @@ from seqjit.graph.ops.t5_ops import relative_buckets
 
 from seqjit.kernels._aligned import aligned
 from seqjit.graph import kernel_choice
-from seqjit.graph.passes._shared import derived
+from seqjit.graph.derived import derived
 from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear.packed import pack_panels
 from seqjit.kernels.linear_int8 import huge_pages
