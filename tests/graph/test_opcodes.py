@@ -10,7 +10,7 @@ from seqjit.graph.native_ops import OP
 
 GRAPH = Path(__file__).resolve().parents[2] / "src" / "seqjit" / "graph"
 VM = (GRAPH / "_native_vm.pyx").read_text(encoding="utf-8")
-LOWERING = "\n".join((GRAPH / name).read_text(encoding="utf-8") for name in ("native_ops.py", "lowering.py"))
+LOWERING = "\n".join(p.read_text(encoding="utf-8") for p in [GRAPH / "native_ops.py", GRAPH / "lowering.py", *sorted((GRAPH / "ops").glob("*.py"))])
 #: opcodes the VM defines for itself (never lowered from a graph op)
 VM_ONLY = {"OP_PYCALL"}
 

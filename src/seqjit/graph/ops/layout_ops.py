@@ -9,6 +9,7 @@ from functools import partial
 import numpy as np
 
 from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, register, same_as
+from seqjit.graph.native_ops import _F32, _I64, Unsupported, _contig
 
 VIEW0 = lambda specs, attrs: [("view", 0)]  # noqa: E731
 
@@ -70,7 +71,16 @@ def _split_make(ctx):
     return split_heads
 
 
-register(OpDef("split_heads", ("x",), _split_infer, _split_make, attrs={"heads": REQUIRED}, modes=_split_modes))
+def lower_split_heads(self, node, attrs):
+    (x,), (y,) = node.inputs, node.outputs
+    b, h, l, d = self.arrays[y].shape
+    xv = self.arrays[x].reshape(b, l, h, d).transpose(0, 2, 1, 3)
+    if not np.shares_memory(xv, self.arrays[x]):
+        raise Unsupported("split_heads source")
+    self._emit_copy(x, xv, y, self.arrays[y])
+
+
+register(OpDef("split_heads", ("x",), _split_infer, _split_make, attrs={"heads": REQUIRED}, modes=_split_modes, native=lower_split_heads))
 
 
 def _merge_infer(specs, attrs):
@@ -101,7 +111,17 @@ def _merge_make(ctx):
     return merge_heads
 
 
-register(OpDef("merge_heads", ("x",), _merge_infer, _merge_make, attrs={"squeeze_length": False}, modes=_merge_modes))
+def lower_merge_heads(self, node, attrs):
+    (x,), (y,) = node.inputs, node.outputs
+    xa = self.arrays[x]
+    b, h, l, d = xa.shape
+    yv = self.arrays[y].reshape(b, l, h, d)
+    if not np.shares_memory(yv, self.arrays[y]):
+        raise Unsupported("merge_heads target")
+    self._emit_copy(x, xa.transpose(0, 2, 1, 3), y, yv)
+
+
+register(OpDef("merge_heads", ("x",), _merge_infer, _merge_make, attrs={"squeeze_length": False}, modes=_merge_modes, native=lower_merge_heads))
 
 
 # -- slices, transposes, concatenation ------------------------------------------------------------
@@ -137,7 +157,12 @@ def _transpose_make(ctx):
     return transpose
 
 
-register(OpDef("transpose", ("x",), _transpose_infer, _transpose_make, attrs={"axes": REQUIRED}))
+def lower_transpose(self, node, attrs):
+    (x,), (y,) = node.inputs, node.outputs
+    self._emit_copy(x, self.arrays[x].transpose(tuple(attrs["axes"])), y, self.arrays[y])
+
+
+register(OpDef("transpose", ("x",), _transpose_infer, _transpose_make, attrs={"axes": REQUIRED}, native=lower_transpose))
 
 
 def _concat_infer(specs, attrs):
@@ -158,7 +183,20 @@ def _concat_make(ctx):
     return lambda *xs: np.concatenate(xs, axis=axis, out=out)
 
 
-register(OpDef("concat", ("*xs",), _concat_infer, _concat_make, attrs={"axis": REQUIRED}))
+def lower_concat(self, node, attrs):
+    (y,) = node.outputs
+    ya = self.arrays[y]
+    axis = int(attrs["axis"]) % ya.ndim
+    start = 0
+    for x in node.inputs:
+        xa = self.arrays[x]
+        index = [slice(None)] * ya.ndim
+        index[axis] = slice(start, start + xa.shape[axis])
+        self._emit_copy(x, xa, y, ya[tuple(index)])
+        start += xa.shape[axis]
+
+
+register(OpDef("concat", ("*xs",), _concat_infer, _concat_make, attrs={"axis": REQUIRED}, native=lower_concat))
 
 
 def _stack_infer(specs, attrs):
@@ -194,7 +232,11 @@ def _add_make(ctx):
     return partial(np.add, out=_out(ctx))
 
 
-register(OpDef("add", ("a", "b"), _add_infer, _add_make))
+def lower_add(self, node, attrs):
+    self.emit("add", *self._elementwise(node, "add"))
+
+
+register(OpDef("add", ("a", "b"), _add_infer, _add_make, native=lower_add))
 
 
 # -- positions: rows of a position table ----------------------------------------------------------
@@ -240,7 +282,16 @@ def _row_at_make(ctx):
     return position_at
 
 
-register(OpDef("position_at", ("table", "step"), _row_at_infer, _row_at_make, attrs={"offset": 0}, modes=VIEW0))
+def lower_position_at(self, node, attrs):
+    table, step = node.inputs
+    (y,) = node.outputs
+    ta = _contig(self.arrays[table])
+    _contig(self.arrays[step], _I64)
+    self.arrays[y] = self.own(self.plan.specs[y])
+    self.emit("position_at", [table, step, self.arrays[y]], [ta.shape[1], attrs["offset"], ta.shape[0]])
+
+
+register(OpDef("position_at", ("table", "step"), _row_at_infer, _row_at_make, attrs={"offset": 0}, modes=VIEW0, native=lower_position_at))
 
 
 # -- decoder-step helpers: KV-cache write, per-row lengths ----------------------------------------
@@ -265,8 +316,23 @@ def _kv_make(ctx):
     return kv_write
 
 
+def lower_kv_write(self, node, attrs):
+    cache, x, step = node.inputs
+    ca = _contig(self.arrays[cache])
+    b, h, t, d = ca.shape
+    xv = self.arrays[x].view()
+    try:
+        xv.shape = (b, h, d)
+    except AttributeError:
+        raise Unsupported("kv_write source layout") from None
+    if xv.dtype != _F32 or (d > 1 and xv.strides[2] != 4):
+        raise Unsupported("kv_write source layout")
+    _contig(self.arrays[step], _I64)
+    self.emit("kv_write", [cache, x, step], [b, h, t, d, xv.strides[0] // 4, xv.strides[1] // 4])
+
+
 register(OpDef("kv_write", ("cache", "x", "step"), _kv_infer, _kv_make, modes=lambda specs, attrs: [("inplace", 0)],
-               pure=False))
+               pure=False, native=lower_kv_write))
 
 
 def _lengths_infer(specs, attrs):
@@ -286,4 +352,11 @@ def _lengths_make(ctx):
     return step_lengths
 
 
-register(OpDef("step_lengths", ("step", "like"), _lengths_infer, _lengths_make))
+def lower_step_lengths(self, node, attrs):
+    step, _ = node.inputs
+    (y,) = node.outputs
+    _contig(self.arrays[step], _I64)
+    self.emit("step_lengths", [step, y], [_contig(self.arrays[y], _I64).size])
+
+
+register(OpDef("step_lengths", ("step", "like"), _lengths_infer, _lengths_make, native=lower_step_lengths))
