@@ -136,7 +136,8 @@ def lower_layer_norm(self, node, attrs):
     self.emit("layer_norm", [x, g, b, y], [m, d, ldx, ldy], [attrs["eps"]])
 
 
-register(OpDef("layer_norm", ("x", "weight", "bias"), _ln_infer, _ln_make, attrs={"eps": 1e-5}, kernel="layer_norm", native=lower_layer_norm))
+register(OpDef("layer_norm", ("x", "weight", "bias"), _ln_infer, _ln_make, attrs={"eps": 1e-5}, kernel="layer_norm",
+               native=lower_layer_norm))
 
 
 # -- attention: q [B,H,Lq,D], k/v [B,H,Lk,D], lengths [B] -> [B,H,Lq,D] (+ weights [B,H,Lq,Lk]) ---
@@ -202,7 +203,8 @@ def lower_attention(self, node, attrs):
 register(OpDef("attention", ("q", "k", "v", "lengths?"), _attn_infer, _attn_make,
                attrs={"causal": False, "scale": None, "return_weights": False},
                modes=lambda specs, attrs: ["out", "fresh"] if attrs["return_weights"] else ["out"],
-               n_outputs=lambda attrs: 2 if attrs["return_weights"] else 1, kernel="attention", native=lower_attention))
+               n_outputs=lambda attrs: 2 if attrs["return_weights"] else 1, kernel="attention", native=lower_attention,
+               device=_attn_make))  # the cuda kernel reads strided q/k/v as they are
 
 
 # -- embedding: ids [..., L] of table [V, D] -> [..., L, D], times scale, plus positions [L, D] ----
@@ -236,7 +238,25 @@ def lower_embedding(self, node, attrs):
     self.emit("embedding", [ids, table, pos, y], [ia.size, ta.shape[1], length, ta.shape[0]], [attrs["scale"]])
 
 
-register(OpDef("embedding", ("ids", "table", "positions?"), _emb_infer, _emb_make, attrs={"scale": 1.0}, kernel="embedding", native=lower_embedding))
+def _embedding_device(ctx):
+    from seqjit.graph.device_ops import _cuda  # (numba.cuda: imported on a device only)
+
+    from seqjit.kernels.embedding.cuda import embedding
+
+    out, scale = ctx.outs[0] if ctx.outs else None, ctx.attrs["scale"]
+
+    def run(ids, table, positions=None):
+        # ids fed from the host carry a host copy for the range check; ids made on the device (the
+        # greedy/beam tokens) are argmax indices of the logits, inside the target vocabulary
+        mirror = _cuda.host_mirror(ids)
+        return embedding(ids, table, scale=scale, positions=positions, out=out, host_ids=mirror,
+                         check_ids=mirror is not None or not _cuda.is_device_array(ids))
+
+    return run
+
+
+register(OpDef("embedding", ("ids", "table", "positions?"), _emb_infer, _emb_make, attrs={"scale": 1.0}, kernel="embedding",
+               native=lower_embedding, device=_embedding_device))
 
 
 # -- embedding_int8: rows of an int8 table [V, D] with per-row scales [V] -> float32 [..., L, D] ----
@@ -280,7 +300,8 @@ def lower_embedding_int8(self, node, attrs):
               [float(np.float32(attrs["scale"]))])
 
 
-register(OpDef("embedding_int8", ("ids", "table", "scale", "positions?"), _emb8_infer, _emb8_make, attrs={"scale": 1.0}, native=lower_embedding_int8))
+register(OpDef("embedding_int8", ("ids", "table", "scale", "positions?"), _emb8_infer, _emb8_make, attrs={"scale": 1.0},
+               native=lower_embedding_int8))
 
 
 # -- sinusoidal_positions: () -> [length, dim] (constant-folded) ---------------------------------
@@ -342,7 +363,8 @@ def lower_tanh(self, node, attrs):
 _ACT_LOWERINGS = {"relu": lower_relu, "silu": lower_silu, "tanh": lower_tanh}
 for _name in ("relu", "silu", "tanh"):
     register(OpDef(_name, ("x",), _act_infer(_name), _act_make(_name), kernel=_name, native=_ACT_LOWERINGS[_name]))
-register(OpDef("gelu", ("x",), _act_infer("gelu"), _act_make("gelu"), attrs={"approximate": "none"}, kernel="gelu", native=lower_gelu))
+register(OpDef("gelu", ("x",), _act_infer("gelu"), _act_make("gelu"), attrs={"approximate": "none"}, kernel="gelu",
+               native=lower_gelu))
 
 
 # -- softmax / log_softmax over the last axis ----------------------------------------------------

@@ -149,16 +149,39 @@ def lower_gru(self, node, attrs):
     _lower_sequence(self, node, attrs, lstm=False)
 
 
+def _seq_device(mode):
+    """gru/lstm on device arrays: ``lengths`` read on the host (its host mirror, else a copy)."""
+    def bind(ctx):
+        from seqjit.graph.device_ops import _cuda, bind_contiguous  # (numba.cuda: imported on a device only)
+
+        fn = _seq_make(mode)(ctx)
+        n_states = 1 if mode == "gru" else 2
+
+        def run(x, *rest):
+            rest = list(rest)
+            lengths = rest[n_states]
+            if lengths is not None and _cuda.is_device_array(lengths):
+                mirror = _cuda.host_mirror(lengths)
+                rest[n_states] = mirror if mirror is not None else lengths.copy_to_host()
+            return fn(x, *rest)
+
+        return bind_contiguous(run)
+
+    return bind
+
+
 register(OpDef("gru", ("x", "h0?", "lengths?", "*weights"), _seq_infer("gru"), _seq_make("gru"),
                attrs={"keys": REQUIRED, "batch_first": False}, modes=lambda specs, attrs: ["fresh"] * 2,
-               n_outputs=2, kernel="gru", native=lower_gru))
+               n_outputs=2, kernel="gru", native=lower_gru,
+               device=_seq_device("gru")))
 def lower_lstm(self, node, attrs):
     _lower_sequence(self, node, attrs, lstm=True)
 
 
 register(OpDef("lstm", ("x", "h0?", "c0?", "lengths?", "*weights"), _seq_infer("lstm"), _seq_make("lstm"),
                attrs={"keys": REQUIRED, "batch_first": False}, modes=lambda specs, attrs: ["fresh"] * 3,
-               n_outputs=3, kernel="lstm", native=lower_lstm))
+               n_outputs=3, kernel="lstm", native=lower_lstm,
+               device=_seq_device("lstm")))
 
 
 # -- one step: gru_cell / lstm_cell ---------------------------------------------------------------
@@ -291,7 +314,8 @@ def lower_additive_attention(self, node, attrs):
 
 
 register(OpDef("additive_attention", ("query", "keys_proj", "keys", "w_q", "v", "lengths?"), _additive_infer,
-               _additive_make, modes=lambda specs, attrs: ["fresh", "fresh"], n_outputs=2, kernel="additive_attention", native=lower_additive_attention))
+               _additive_make, modes=lambda specs, attrs: ["fresh", "fresh"], n_outputs=2, kernel="additive_attention",
+               native=lower_additive_attention))
 
 
 # -- select_first_step: ``first`` at step 0, else ``rest`` (copied into the output) ---------------
@@ -323,4 +347,12 @@ def lower_select_first_step(self, node, attrs):
     self.emit("select_first", [step, first, rest, y], [_contig(self.arrays[y]).nbytes])
 
 
-register(OpDef("select_first_step", ("step", "first", "rest"), _select_infer, _select_make, native=lower_select_first_step))
+def _select_first_step_device(ctx):
+    from seqjit.graph.device_ops import buffer, layout  # (numba.cuda: imported on a device only)
+
+    out = buffer(ctx)
+    return lambda step, first, rest: layout.copy(first if int(step) == 0 else rest, out)
+
+
+register(OpDef("select_first_step", ("step", "first", "rest"), _select_infer, _select_make,
+               native=lower_select_first_step, device=_select_first_step_device))

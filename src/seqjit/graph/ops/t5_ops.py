@@ -109,7 +109,8 @@ def lower_relative_bias(self, node, attrs):
     _lower_relative_bias(self, node, attrs, table, None, n, n, n - 1)
 
 
-register(OpDef("relative_bias", ("table", "like"), _bias_infer, _bias_make, attrs=_bias_attrs(), native=lower_relative_bias))
+register(OpDef("relative_bias", ("table", "like"), _bias_infer, _bias_make, attrs=_bias_attrs(),
+               native=lower_relative_bias))
 
 
 def _bias_at_infer(specs, attrs):
@@ -141,7 +142,8 @@ def lower_relative_bias_at(self, node, attrs):
     _lower_relative_bias(self, node, attrs, table, step, 1, m, m - 1)
 
 
-register(OpDef("relative_bias_at", ("table", "step", "cache"), _bias_at_infer, _bias_at_make, attrs=_bias_attrs(), native=lower_relative_bias_at))
+register(OpDef("relative_bias_at", ("table", "step", "cache"), _bias_at_infer, _bias_at_make, attrs=_bias_attrs(),
+               native=lower_relative_bias_at))
 
 
 def _attn_infer(specs, attrs):
