@@ -15,12 +15,10 @@ import numpy as np
 
 from seqjit.graph import kernel_choice
 from seqjit.graph.derived import derived
+from seqjit.graph.opcodes import OP  # noqa: F401 (the opcode numbers the lowerings emit)
 from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear.packed import pack_panels
 
-OP = dict(linear=1, layer_norm=2, add=3, embedding=4, copy=5, position_at=6, kv_write=7, step_lengths=8,
-          attention=9, act=10, gru_cell=11, lstm_cell=12, additive=13, select_first=14, rnn_sequence=16,
-          linear_int8=17, embedding_int8=18, rnn_int8=19, rms_norm=20, mul=21, relative_bias=22)
 #: a node of at least this many multiply-adds may use the run's threads; smaller ones run on the
 #: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
 #: core is busy with another process costs far more: only products of ~200 us or more pay.

@@ -64,7 +64,8 @@ def lower_linear(self, node, attrs):
 
 
 register(OpDef("linear", ("x", "weight", "bias?"), _linear_infer, _linear_make,
-               attrs={"activation": None, "weight_layout": "out_in"}, kernel="linear", native=lower_linear))
+               attrs={"activation": None, "weight_layout": "out_in"}, kernel="linear", native=lower_linear,
+               native_kernel=True))
 
 
 # -- linear_int8: x [..., K] float32 @ (int8 W [N, K] * scale [N])^T + b -> [..., N] ----------------
@@ -102,7 +103,7 @@ def lower_linear_int8(self, node, attrs):
     qx, xsum, xs = np.zeros(m * k, np.int8), np.zeros(m, np.int32), np.zeros(m, np.float32)
     huge_pages.advise(self.arrays[w])  # streamed from memory every step: 2 MB pages if large (in place)
     # a decode step's rows (up to 4): products from TEAM_MACS split in two halves over the team of two
-    # (int8 Marian batch 1, 2 threads: ~520 -> 670-810 tok/s), the largest (the output projection) too
+    # (measured in benchmarks/RESULTS.md), the largest (the output projection) too
     # when the run has 2 threads (else OpenMP on all of them); more rows: OpenMP for large products
     threads = _threads(m * n * k) if m <= 4 else (0 if m * n * k >= PARALLEL_MACS else 1)
     self.emit("linear_int8", [x, w, scale, b, y, qx, xsum, xs], [m, k, n, ldx, ldy, _ACT[attrs["activation"]]],
@@ -137,7 +138,7 @@ def lower_layer_norm(self, node, attrs):
 
 
 register(OpDef("layer_norm", ("x", "weight", "bias"), _ln_infer, _ln_make, attrs={"eps": 1e-5}, kernel="layer_norm",
-               native=lower_layer_norm))
+               native=lower_layer_norm, native_kernel=True))
 
 
 # -- attention: q [B,H,Lq,D], k/v [B,H,Lk,D], lengths [B] -> [B,H,Lq,D] (+ weights [B,H,Lq,Lk]) ---
@@ -256,7 +257,7 @@ def _embedding_device(ctx):
 
 
 register(OpDef("embedding", ("ids", "table", "positions?"), _emb_infer, _emb_make, attrs={"scale": 1.0}, kernel="embedding",
-               native=lower_embedding, device=_embedding_device))
+               native=lower_embedding, native_kernel=True, device=_embedding_device))
 
 
 # -- embedding_int8: rows of an int8 table [V, D] with per-row scales [V] -> float32 [..., L, D] ----
@@ -362,9 +363,10 @@ def lower_tanh(self, node, attrs):
 
 _ACT_LOWERINGS = {"relu": lower_relu, "silu": lower_silu, "tanh": lower_tanh}
 for _name in ("relu", "silu", "tanh"):
-    register(OpDef(_name, ("x",), _act_infer(_name), _act_make(_name), kernel=_name, native=_ACT_LOWERINGS[_name]))
+    register(OpDef(_name, ("x",), _act_infer(_name), _act_make(_name), kernel=_name, native=_ACT_LOWERINGS[_name],
+                   native_kernel=True))
 register(OpDef("gelu", ("x",), _act_infer("gelu"), _act_make("gelu"), attrs={"approximate": "none"}, kernel="gelu",
-               native=lower_gelu))
+               native=lower_gelu, native_kernel=True))
 
 
 # -- softmax / log_softmax over the last axis ----------------------------------------------------
