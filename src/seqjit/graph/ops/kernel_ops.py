@@ -8,10 +8,10 @@ from functools import partial
 
 import numpy as np
 
-from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register, same_as
 from seqjit.graph import kernel_choice
 from seqjit.graph.native_ops import (_ACT, _F32, _I64, LAYOUT_IN_OUT, LAYOUT_OUT_IN, LAYOUT_PACKED, PACK_MAX_BYTES,
                                      PARALLEL_MACS, Unsupported, _contig, _rows, _threads)
+from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register, same_as
 from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear_int8 import huge_pages
 

@@ -8,8 +8,8 @@ from functools import partial
 
 import numpy as np
 
-from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, register, same_as
 from seqjit.graph.native_ops import _F32, _I64, Unsupported, _contig
+from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, register, same_as
 
 VIEW0 = lambda specs, attrs: [("view", 0)]  # noqa: E731
 

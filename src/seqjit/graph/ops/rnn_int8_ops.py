@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqjit.graph.ops import OpDef, TensorSpec, need, register
 from seqjit.graph.native_ops import _I64, PARALLEL_MACS, Unsupported, _contig, _rows
+from seqjit.graph.ops import OpDef, TensorSpec, need, register
 
 _GATES = {"gru": 3, "lstm": 4}
 _F32, _I8 = np.dtype(np.float32), np.dtype(np.int8)
@@ -93,6 +93,8 @@ def lower_gru_recurrence_int8(self, node, attrs):
 register(OpDef("gru_recurrence_int8", ("xg", "h0?", "lengths?", "w_hh", "scale", "b_hh?"), _infer("gru"),
                _make("gru"), attrs={"reverse": False}, modes=lambda specs, attrs: ["fresh"] * 2, n_outputs=2,
                kernel="gru_recurrence_int8", native=lower_gru_recurrence_int8))
+
+
 def lower_lstm_recurrence_int8(self, node, attrs):
     _lower_recurrence_int8(self, node, attrs, lstm=True)
 

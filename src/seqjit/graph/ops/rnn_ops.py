@@ -15,10 +15,10 @@ import re
 
 import numpy as np
 
-from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register
 from seqjit.graph import kernel_choice
 from seqjit.graph.native_ops import (_I64, LAYOUT_OUT_IN, LAYOUT_PACKED, Unsupported, _addr, _contig, _finite, _rows,
                                      _threads)
+from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register
 
 _LAYER_KEY = re.compile(r"^weight_hh_l(\d+)(_reverse)?$")
 _GATES = {"gru": 3, "lstm": 4}
@@ -174,6 +174,8 @@ register(OpDef("gru", ("x", "h0?", "lengths?", "*weights"), _seq_infer("gru"), _
                attrs={"keys": REQUIRED, "batch_first": False}, modes=lambda specs, attrs: ["fresh"] * 2,
                n_outputs=2, kernel="gru", native=lower_gru,
                device=_seq_device("gru")))
+
+
 def lower_lstm(self, node, attrs):
     _lower_sequence(self, node, attrs, lstm=True)
 
@@ -265,6 +267,8 @@ def lower_gru_cell(self, node, attrs):
 
 register(OpDef("gru_cell", ("x", "h", "w_ih", "w_hh", "b_ih?", "b_hh?"), _cell_infer("gru"), _gru_cell_make,
                kernel="gru_cell", native=lower_gru_cell))
+
+
 def lower_lstm_cell(self, node, attrs):
     x, h, c, w_ih, w_hh, b_ih, b_hh = (list(node.inputs) + [None, None])[:7]
     _lower_cell(self, node, 4, x, [h, c], w_ih, w_hh, b_ih, b_hh, list(node.outputs))

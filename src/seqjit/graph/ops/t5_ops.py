@@ -25,8 +25,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register
 from seqjit.graph.native_ops import _I64, _contig, _rows
+from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register
 from seqjit.graph.ops.kernel_ops import _lower_attention
 
 
