@@ -5,7 +5,8 @@
 - Cython extensions: every ``kernels/<family>/cython_cpu.pyx`` becomes ``seqjit.kernels.<family>.cython_cpu``;
   ``src/seqjit/graph/_native_vm.pyx`` (the native replay VM) includes the families' ``_native.pxi``
   kernels and C headers from ``kernels/``; the runtime below both (the team-of-two header) is in
-  ``kernels/_runtime/``, found through the same ``kernels`` include folder.
+  ``kernels/_runtime/``, found through the same ``kernels`` include folder. Its opcode enum
+  (``_opcodes.pxi``) is generated here from the one list in ``src/seqjit/graph/opcodes.py``.
 - OpenMP: used when the compiler accepts ``-fopenmp``; otherwise the extensions build serial
   (``prange`` then runs as a plain loop).
 """
@@ -35,6 +36,19 @@ def included_sources(*patterns):
     extension when one of them is newer than its build, so a change to a header alone, which Cython's
     own tracking misses when another header includes it, is never left out of the next build."""
     return sorted({str(path.relative_to(ROOT)) for pattern in patterns for path in ROOT.glob(pattern)})
+
+
+def write_opcodes():
+    """``src/seqjit/graph/_opcodes.pxi``: the VM's opcode enum, generated from the one list in
+    ``src/seqjit/graph/opcodes.py`` (run as a file: nothing of seqjit is imported); written only when
+    it changed, so an unchanged list does not rebuild the VM."""
+    import runpy
+
+    graph = ROOT / "src" / "seqjit" / "graph"
+    text = runpy.run_path(str(graph / "opcodes.py"))["pxi_text"]()
+    target = graph / "_opcodes.pxi"
+    if not target.exists() or target.read_text(encoding="utf-8") != text:
+        target.write_text(text, encoding="utf-8")
 
 
 def find_extensions():
@@ -85,6 +99,8 @@ class BuildExtWithOptionalOpenMP(build_ext):
 
 def cythonized_extensions():
     from Cython.Build import cythonize
+
+    write_opcodes()
 
     return cythonize(
         find_extensions(),

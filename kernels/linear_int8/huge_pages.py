@@ -2,9 +2,10 @@
 
 A batch-1 decode step streams every weight from memory; with 4 KB pages that is a TLB miss (a page
 walk) every 4 KB, ~12,500 per step of an opus-mt-en-de-sized int8 model. With every weight in 2 MB
-pages the step's products ran ~10-16 % faster here (benchmarks/int8/decode_step.c); the native replay
-advises each int8 weight it lowers (seqjit.graph.native_ops), which reaches the 30 MB output
-projection (greedy batch 1: ~445 -> ~490 tok/s, 1 thread). :func:`advise` asks the kernel to back
+pages the step's products run faster (benchmarks/int8/decode_step.c; figures in
+benchmarks/RESULTS.md); the native replay advises each int8 weight it lowers (``linear_int8``'s
+lowering in seqjit.graph.ops.kernel_ops), which reaches the 30 MB output projection.
+:func:`advise` asks the kernel to back
 the 2 MB-aligned part of an array's memory with huge pages: ``madvise(MADV_HUGEPAGE)``, then
 ``madvise(MADV_COLLAPSE)`` (Linux 6.1+) to do it now rather than whenever khugepaged gets there.
 Only whole 2 MB pages inside the array are advised, so no other memory is touched; arrays smaller

@@ -113,12 +113,48 @@ def test_batching_arguments_are_checked_as_on_the_gpu(marian_pair, bad):
         model.generate([[5, 6]], beam_size=2, callback=lambda token: False)
 
 
-def test_the_source_ids_are_checked_once_per_call(marian_pair, random_sources, monkeypatch):
-    from seqjit.decoding import inputs
+@pytest.fixture
+def id_checks(monkeypatch):
+    """The id checks a call ran, by name: the decoding layer's (``pad_sources``, ``check_vocab``) and
+    the model's (``check_ids``, which ``Seq2SeqModel.start``'s ``check_source`` runs)."""
+    from seqjit.models import contract
+
+    calls = []
+
+    def spy(owner, name):
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, **k: calls.append(name) or real(*a, **k))
+    spy(api, "pad_sources")
+    spy(api, "check_vocab")
+    spy(contract, "check_ids")
+    return calls
+
+
+@pytest.mark.parametrize("options,rows,path,search", CASES + [(dict(max_batch_size=8), 20, "native", "greedy")])
+def test_the_source_ids_are_checked_once_per_call(marian_pair, random_sources, id_checks, options, rows, path, search):
+    """Every path (runner, native greedy / sampling / beam, the Python loops), one batch or several."""
+    _, model = marian_pair
+    model.generate(random_sources(rows, seed=2), max_length=5, **options)
+    assert sorted(id_checks) == ["check_vocab", "pad_sources"], id_checks
+
+
+def test_the_stream_checks_the_source_ids_once(marian_pair, id_checks):
+    _, model = marian_pair
+    list(model.generate_stream([5, 6, 7], max_length=6))
+    list(model.generate_stream([5, 6, 7], max_length=6, repetition_penalty=1.3))
+    assert sorted(id_checks) == ["check_vocab", "check_vocab", "pad_sources", "pad_sources"], id_checks
+
+
+def test_the_check_counter_sees_a_second_check(marian_pair, id_checks):
+    """Guards the guard: ``model.start`` (the public entry) does check, and is counted."""
+    _, model = marian_pair
+    model.start([[5, 6, 7]], max_length=2).close()
+    assert id_checks == ["check_ids"]
+
+
+def test_an_empty_width_is_refused_before_decoding(marian_pair):
+    import numpy as np
 
     _, model = marian_pair
-    calls = []
-    real = inputs.check_vocab
-    monkeypatch.setattr(api, "check_vocab", lambda *a: calls.append(1) or real(*a))
-    model.generate(random_sources(20, seed=2), max_batch_size=8, max_length=5)
-    assert calls == [1]
+    with pytest.raises(ValueError, match=r"sources must have shape \[B, L\] with L >= 1"):
+        model.generate(np.zeros((2, 0), np.int64))

@@ -140,3 +140,19 @@ def test_what_the_device_loops_leave_to_the_host_loops(pairs):
     want, got = cpu.generate(SOURCES[1:3], **options), gpu.generate(SOURCES[1:3], **options)
     assert _ids(got) == _ids(want)
     np.testing.assert_allclose(got[0].attention[0], want[0].attention[0], atol=1e-5)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(beam_size=2), dict(sampling_topk=3, seed=1)])
+def test_the_source_ids_are_checked_once_per_call(pairs, monkeypatch, options):
+    """On the device too: the decoding layer's one check (pad_sources, check_vocab), none by the
+    model's start (``check_ids``), greedy, beam and sampling alike."""
+    from seqjit.gpu import generate as device_generate
+    from seqjit.models import contract
+
+    calls = []
+    for owner, name in ((device_generate, "pad_sources"), (device_generate, "check_vocab"), (contract, "check_ids")):
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+    _, gpu = pairs["transformer"]
+    gpu.generate(SOURCES, max_length=4, **options)
+    assert sorted(calls) == ["check_vocab", "pad_sources"], calls

@@ -1,44 +1,70 @@
-"""The native VM's opcode list and the lowering's agree, as ggml checks ``GGML_OP_COUNT``: every opcode
-of ``native_ops.OP`` is in the VM's ``cdef enum`` (``src/seqjit/graph/_native_vm.pyx``) under the same
-number, the VM has one more (``OP_PYCALL``, its own), the VM's run loop has a branch for each, and the
-lowering emits each. Adding an opcode is two lines (the enum entry and the ``OP`` entry) plus its
-branch and its lowering; a half-added one fails here. Read from the sources, so nothing is built."""
+"""One opcode list, as ggml checks ``GGML_OP_COUNT``: the VM's ``cdef enum`` is generated from
+``seqjit.graph.opcodes.OPCODES`` (``setup.py`` writes ``_opcodes.pxi``), the lowering numbers its
+instructions from the same list, the VM's run loop has a branch for each opcode, and some op's native
+lowering (``OpDef.native``, beside the op in ``seqjit/graph/ops/``) or the lowering's own services
+emit each. A half-added opcode (listed but never run, or never emitted) fails here. Read from the
+sources (and the list), so nothing is built; the built VM checks its own list at import.
+"""
 import re
 from pathlib import Path
 
+from seqjit.graph import opcodes
 from seqjit.graph.native_ops import OP
+from seqjit.graph.ops import OPS
 
 GRAPH = Path(__file__).resolve().parents[2] / "src" / "seqjit" / "graph"
 VM = (GRAPH / "_native_vm.pyx").read_text(encoding="utf-8")
-LOWERING = "\n".join((GRAPH / name).read_text(encoding="utf-8") for name in ("native_ops.py", "lowering.py"))
-#: opcodes the VM defines for itself (never lowered from a graph op)
-VM_ONLY = {"OP_PYCALL"}
+LOWERING_FILES = [GRAPH / "native_ops.py", GRAPH / "lowering.py", *sorted((GRAPH / "ops").glob("*.py"))]
 
 
-def vm_opcodes() -> dict:
-    """``OP_*`` name -> number, from the VM's ``cdef enum`` blocks."""
-    found = {}
-    for block in re.findall(r"^cdef enum:\n((?:[ \t]+.*\n)+)", VM, flags=re.M):
-        found.update({name: int(value) for name, value in re.findall(r"^\s+(OP_\w+)\s*=\s*(\d+)", block, flags=re.M)})
-    return found
+def lowering_sources() -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for p in LOWERING_FILES)
 
 
-def test_the_vm_enum_and_the_op_table_hold_the_same_opcodes():
-    vm = vm_opcodes()
-    assert len(vm) == len(OP) + len(VM_ONLY), (sorted(vm), sorted(OP))
-    assert {f"OP_{name.upper()}": code for name, code in OP.items()} == {n: c for n, c in vm.items() if n not in VM_ONLY}
-    assert len(set(vm.values())) == len(vm), "two opcodes share a number"
+def missing(vm: str, lowering: str, op_table: dict) -> list:
+    """What a half-added opcode lacks: (opcode, "branch" or "lowering") pairs."""
+    gaps = []
+    for name in op_table:
+        if not re.search(rf"\bc\.op == OP_{name.upper()}\b", vm) and name not in opcodes.VM_ONLY:
+            gaps.append((name, "branch"))
+        if name not in opcodes.VM_ONLY and not re.search(rf"""(emit\(|OP\[)["']{name}["']""", lowering):
+            gaps.append((name, "lowering"))
+    return gaps
 
 
-def test_every_opcode_is_run_by_the_vm_and_emitted_by_the_lowering():
-    for name in vm_opcodes():
-        assert re.search(rf"\bc\.op == {name}\b", VM), f"the VM's run loop has no branch for {name}"
-    for name in OP:
-        assert re.search(rf"""(emit\(|OP\[)["']{name}["']""", LOWERING), f"no lowering emits opcode {name!r}"
+def test_the_generated_enum_is_the_list():
+    """``_opcodes.pxi`` is what setup.py writes from the list now (a list edited without a build fails)."""
+    assert (GRAPH / "_opcodes.pxi").read_text(encoding="utf-8") == opcodes.pxi_text()
+    assert 'include "_opcodes.pxi"' in VM
+    assert not re.search(r"^\s+OP_\w+\s*=\s*\d+", VM, flags=re.M), "an opcode numbered by hand in the VM"
+    assert OP is opcodes.OP and len(OP) == len(opcodes.OPCODES) == len(set(opcodes.OPCODES))
 
 
-def test_the_check_sees_a_half_added_opcode(monkeypatch):
-    """Guards the guard: an opcode in the table only fails the count."""
-    monkeypatch.setitem(OP, "t5_bias", max(OP.values()) + 1)
-    vm = vm_opcodes()
-    assert len(vm) != len(OP) + len(VM_ONLY)
+def test_the_built_vm_holds_the_same_list():
+    """A VM built from another list refuses to load (ImportError, naming the rebuild), so this fails too."""
+    from seqjit.graph import _native_vm
+
+    assert tuple(_native_vm.BUILT_OPCODES) == opcodes.OPCODES
+
+
+def test_every_opcode_is_run_by_the_vm_and_emitted_by_a_lowering():
+    assert missing(VM, lowering_sources(), OP) == []
+    assert re.search(r"\bOP_PYCALL\b", VM)  # the VM's own, emitted by add_callback
+
+
+def test_every_native_lowering_is_an_ops_own():
+    """Each op's lowering is declared on its OpDef (none left in the shared module by name)."""
+    assert not re.search(r"^\s+def op_\w+\(", (GRAPH / "native_ops.py").read_text(encoding="utf-8"), flags=re.M)
+    lowered = {name for name, op in OPS.items() if op.native is not None}
+    assert {"linear", "attention", "gru_cell", "kv_write", "rms_norm"} <= lowered
+
+
+def test_the_check_sees_a_half_added_opcode():
+    """Guards the guard: an opcode added to the list with no branch and no lowering, or whose only
+    lowering is taken away, fails."""
+    table = {**OP, "t5_bias": max(OP.values()) + 1}
+    assert missing(VM, lowering_sources(), table) == [("t5_bias", "branch"), ("t5_bias", "lowering")]
+    without_rms = re.sub(r"""emit\(["']rms_norm["']""", "emit(name", lowering_sources())
+    assert missing(VM, without_rms, OP) == [("rms_norm", "lowering")]
+    without_branch = VM.replace("c.op == OP_MUL", "c.op == -1")
+    assert missing(without_branch, lowering_sources(), OP) == [("mul", "branch")]

@@ -169,7 +169,7 @@ def _decode_rows(model, ids, lens, rows, opts, callback, choice: Choice) -> list
         pad = model.pad_id if model.pad_id is not None else 0
         src = np.concatenate([ids[rows, :width], np.full((rows.shape[0], max(0, width - ids.shape[1])), pad, np.int64)],
                              axis=1)
-    state = model.start(src, lens[rows], max_length=opts.max_length)
+    state = model.start_checked(src, lens[rows], max_length=opts.max_length)
     try:
         return _decode(model, state, opts, callback, choice, rows)
     finally:
@@ -239,7 +239,7 @@ def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_
     check_vocab(model, ids, lens)
     opts = with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1,
                                        source_length=ids.shape[1]))
-    state = model.start(ids, lens, max_length=opts.max_length)
+    state = model.start_checked(ids, lens, max_length=opts.max_length)
     try:
         tokens = None
         if choose(model, opts, rows=1, max_batch_size=1).path in (RUNNER, NATIVE) and not opts.forces_tokens:

@@ -25,12 +25,16 @@ __all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "su
 
 def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndarray]:
     """``sources`` (a list of token-id sequences of any lengths, or a 2-D int array with optional
-    ``lengths``) as a padded int64 ``[B, S]`` array and int64 ``[B]`` lengths."""
+    ``lengths``) as a padded int64 ``[B, S]`` array (S >= 1) and int64 ``[B]`` lengths in [0, S]: the
+    one check of a decoding call's ids (with :func:`check_vocab`); its batches start from them
+    unchecked (``Seq2SeqModel.start_checked``)."""
     if isinstance(sources, np.ndarray) and sources.ndim == 2:
         if sources.dtype.kind not in "iu":
             raise TypeError(f"sources must hold integer token ids, got dtype {sources.dtype}")
         if sources.shape[0] == 0:
             raise ValueError("sources is empty: give at least one source sequence")
+        if sources.shape[1] == 0:
+            raise ValueError(f"sources must have shape [B, L] with L >= 1, got {list(sources.shape)}")
         ids = np.ascontiguousarray(sources, dtype=np.int64)
         if lengths is None:
             return ids, np.full(ids.shape[0], ids.shape[1], np.int64)

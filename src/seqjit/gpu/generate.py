@@ -65,7 +65,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     for start in range(0, order.shape[0], max_batch_size):
         rows = order[start:start + max_batch_size]
         width = max(1, int(lens[rows].max()))
-        state = model.start(ids[rows, :width], lens[rows], max_length=opts.max_length)
+        state = model.start_checked(ids[rows, :width], lens[rows], max_length=opts.max_length)
         try:
             batch_results = _decode(model, state, opts, suppressed, callback, rows, on_device)
         finally:

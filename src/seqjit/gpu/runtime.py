@@ -12,7 +12,7 @@ import numpy as np
 
 from seqjit.kernels import _cuda
 from seqjit.kernels.layout import cuda as layout
-from seqjit.models.contract import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS, check_source
+from seqjit.models.contract import ATTENTION, LOGITS, NEXT, SRC_IDS, SRC_LENGTHS
 
 from .state import DeviceDecoderState
 
@@ -48,7 +48,7 @@ class DeviceRuntime:
 
     # -- starting a decode -----------------------------------------------------------------------
     def start(self, model, src_ids, src_lengths, max_length: int) -> DeviceDecoderState:
-        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        """``model.start`` on the device, of ids already checked (the model's ``start_checked``)."""
         feeds = {SRC_IDS: _cuda.to_device_mirrored(src_ids), SRC_LENGTHS: _cuda.to_device_mirrored(src_lengths)}
         ex = model.executor("encoder")
         plan = ex.lease(feeds)

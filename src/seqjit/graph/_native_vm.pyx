@@ -39,30 +39,14 @@ cdef extern from "sampling/native_argmax.h" nogil:
 
 cnp.import_array()
 
-# op codes (mirrored in seqjit.graph.lowering.OPCODES)
-cdef enum:
-    OP_LINEAR = 1
-    OP_LAYER_NORM = 2
-    OP_ADD = 3
-    OP_EMBEDDING = 4
-    OP_COPY = 5
-    OP_POSITION_AT = 6
-    OP_KV_WRITE = 7
-    OP_STEP_LENGTHS = 8
-    OP_ATTENTION = 9
-    OP_ACT = 10
-    OP_GRU_CELL = 11
-    OP_LSTM_CELL = 12
-    OP_ADDITIVE = 13
-    OP_SELECT_FIRST = 14
-    OP_PYCALL = 15
-    OP_RNN_SEQUENCE = 16
-    OP_LINEAR_INT8 = 17
-    OP_EMBEDDING_INT8 = 18
-    OP_RNN_INT8 = 19
-    OP_RMS_NORM = 20
-    OP_MUL = 21
-    OP_RELATIVE_BIAS = 22
+# op codes: generated from seqjit.graph.opcodes.OPCODES (setup.py); a build from another list refuses to load
+include "_opcodes.pxi"
+
+from seqjit.graph.opcodes import OPCODES as _OPCODES
+
+if tuple(BUILT_OPCODES) != tuple(_OPCODES):
+    raise ImportError("seqjit.graph._native_vm was built from another opcode list than seqjit.graph.opcodes; "
+                      "rebuild it: python setup.py build_ext --inplace")
 
 # error codes of a run
 cdef enum:

@@ -69,8 +69,9 @@ class DevicePlacement:
     @staticmethod
     def maker(op: str):
         from seqjit.graph import device_ops  # (imports numba.cuda: after require_cuda)
+        from seqjit.graph.ops import get_op
 
-        return device_ops.maker(op)
+        return device_ops.maker(get_op(op))
 
     @staticmethod
     def accepts(x) -> bool:

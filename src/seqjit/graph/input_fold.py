@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from seqjit.graph.passes._shared import derived
+from seqjit.graph.derived import derived
 
 #: fold only when the table has at most this many rows per input feature it replaces (the table
 #: is then no larger than twice the weight columns, and a step reads B rows of it instead of them)

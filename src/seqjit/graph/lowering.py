@@ -15,6 +15,7 @@ import numpy as np
 
 from seqjit.graph.input_fold import find_folds
 from seqjit.graph.native_ops import OP, OpLowerings, Unsupported, _addr  # noqa: F401 (OP, Unsupported re-exported)
+from seqjit.graph.ops import OPS
 
 _F32 = np.dtype(np.float32)
 
@@ -126,11 +127,11 @@ class Lowering(OpLowerings):
             return
         for out, arr in zip(node.outputs, outs):
             self.arrays[out] = arr
-        handler = getattr(self, "op_" + node.op, None)
+        handler = OPS[node.op].native
         try:
             if handler is None:
                 raise Unsupported(node.op)
-            handler(node, attrs)
+            handler(self, node, attrs)
         except Unsupported:
             self._callback(node, fn, modes)
 

@@ -22,8 +22,9 @@ from .executor import Executor
 from .ir import GraphBuilder
 from .ops import OPS
 
-#: the kernel ops that have a native kernel of the same meaning (their graph op lowers to one opcode)
-NATIVE_OPS = ("linear", "layer_norm", "embedding", "relu", "gelu", "silu", "tanh")
+#: the kernel ops that have a native kernel of the same meaning (their graph op lowers to one
+#: instruction of the kernel's operands): declared on the op (``OpDef.native_kernel``)
+NATIVE_OPS = tuple(op.kernel for op in OPS.values() if op.native_kernel)
 
 
 def _opdef(kernel: str):

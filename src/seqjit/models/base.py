@@ -149,9 +149,10 @@ class Seq2SeqModel:
     @classmethod
     def native_decode(cls) -> bool:
         """Whether this class also starts a decode and feeds its steps as the base class does
-        (``start``, ``start_from``, ``step_feeds``, ``step``), so a runner may replay a whole decode."""
+        (``start``, ``start_checked``, ``start_from``, ``step_feeds``, ``step``), so a runner may replay
+        a whole decode."""
         return all(getattr(cls, name) is getattr(Seq2SeqModel, name)
-                   for name in ("start", "start_from", "step_feeds", "step"))
+                   for name in ("start", "start_checked", "start_from", "step_feeds", "step"))
 
     # -- to implement --------------------------------------------------------------------------
     @classmethod
@@ -239,9 +240,15 @@ class Seq2SeqModel:
 
     def start(self, src_ids, src_lengths=None, *, max_length: int) -> DecoderState:
         """Encode ``src_ids`` and return a fresh :class:`DecoderState` for at most ``max_length`` steps."""
+        src_ids, src_lengths = check_source(src_ids, src_lengths)
+        return self.start_checked(src_ids, src_lengths, max_length=max_length)
+
+    def start_checked(self, src_ids: np.ndarray, src_lengths: np.ndarray, *, max_length: int) -> DecoderState:
+        """:meth:`start` of ids already checked as :func:`check_source` returns them (int64 [B, S],
+        lengths int64 [B] in [0, S]): the decoding layer checks a call's ids once, in
+        ``pad_sources``, and starts every batch of it here."""
         if self._runtime is not None:
             return self._runtime.start(self, src_ids, src_lengths, max_length)
-        src_ids, src_lengths = check_source(src_ids, src_lengths)
         encoded = self.executor("encoder").run({SRC_IDS: src_ids, SRC_LENGTHS: src_lengths})
         return self.start_from(encoded, src_lengths, max_length)
 

@@ -11,7 +11,16 @@ An :class:`OpDef` says, for one op name:
   ``("view", k)`` (a view of input ``k``), ``("inplace", k)`` (input ``k`` updated in place and
   returned) or ``"fresh"`` (a new array the executor does not plan);
 - ``make(ctx) -> fn``: a callable ``fn(*inputs)`` returning the output (a tuple when several),
-  with its output buffers and kernel already bound. ``ctx`` is a :class:`BindContext`.
+  with its output buffers and kernel already bound. ``ctx`` is a :class:`BindContext`;
+- ``native(lowering, node, attrs)``: the op's native lowering, if it has one: emits the op's
+  instructions for the replay VM (a method of :class:`seqjit.graph.lowering.Lowering`, written
+  beside the op; the helpers it uses are in :mod:`seqjit.graph.native_ops`). None, or raising
+  ``Unsupported``: the VM calls ``make``'s function back;
+- ``device(ctx) -> fn``: the op's function on numba.cuda device arrays, where it is not ``make``'s
+  (layout ops, ops that read host mirrors); None: ``make`` with the ``cuda`` backend
+  (:mod:`seqjit.graph.device_ops`);
+- ``native_kernel``: the native lowering is the kernel itself (same operands, one instruction), so
+  ``seqjit.kernels.get(kernel, "native")`` runs it and the op-test harness tests it as a kernel.
 
 Kernel ops bind to ``seqjit.kernels.get(kernel, backend)``; kernels only compute. Layout ops
 (reshape, heads, slices, KV-cache writes...) are tiny NumPy glue.
@@ -74,6 +83,11 @@ class OpDef:
     kernel: str | None = None  # the seqjit.kernels op bound by make (None for NumPy glue)
     n_outputs: Callable | int = 1
     pure: bool = True  # False: updates an input in place (never folded or removed by passes)
+    native: Callable | None = None  # native(lowering, node, attrs): emits the op's VM instructions
+    device: Callable | None = None  # device(ctx) -> fn on device arrays (None: make, backend "cuda")
+    # True: ``native`` runs ``kernel`` as one instruction taking the kernel's operands, so the native
+    # replay's kernel is the ``native`` backend of seqjit.kernels (seqjit.graph.native_backend)
+    native_kernel: bool = False
 
     def output_count(self, attrs: dict) -> int:
         return self.n_outputs(attrs) if callable(self.n_outputs) else self.n_outputs

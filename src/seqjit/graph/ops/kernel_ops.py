@@ -3,11 +3,17 @@ sinusoidal_positions, activations, softmax. Shapes below: B batch, L/S lengths, 
 """
 from __future__ import annotations
 
+import math
 from functools import partial
 
 import numpy as np
 
+from seqjit.graph import kernel_choice
+from seqjit.graph.native_ops import (_ACT, _F32, _I64, LAYOUT_IN_OUT, LAYOUT_OUT_IN, LAYOUT_PACKED, PACK_MAX_BYTES,
+                                     PARALLEL_MACS, Unsupported, _contig, _rows, _threads)
 from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register, same_as
+from seqjit.kernels.activations import spec as act_spec
+from seqjit.kernels.linear_int8 import huge_pages
 
 ACTIVATIONS = (None, "relu", "gelu", "gelu_tanh", "silu", "tanh")
 
@@ -38,8 +44,28 @@ def _linear_make(ctx):
                    weight_layout=ctx.attrs["weight_layout"], out=_out(ctx))
 
 
+def lower_linear(self, node, attrs):
+    x, w, b = (list(node.inputs) + [None])[:3]
+    (y,) = node.outputs
+    m, k, ldx = _rows(self.arrays[x])
+    wa = _contig(self.arrays[w])
+    my, n, ldy = _rows(self.arrays[y])  # n: the output width, whatever the weight layout
+    if b is not None:
+        _contig(self.arrays[b])
+    if my != m:
+        raise Unsupported("rows")
+    threads = _threads(m * n * k)
+    layout = LAYOUT_OUT_IN if attrs["weight_layout"] == "out_in" else LAYOUT_IN_OUT
+    weight = w
+    # packed or as stored: by measurement on this host (kernel_choice); computed weights: as they are
+    if wa.nbytes <= PACK_MAX_BYTES and w in self.plan.graph.constants and kernel_choice.choose(m, k, n) == "packed":
+        weight, layout = self._packed(w, wa, attrs["weight_layout"]), LAYOUT_PACKED
+    self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
+
+
 register(OpDef("linear", ("x", "weight", "bias?"), _linear_infer, _linear_make,
-               attrs={"activation": None, "weight_layout": "out_in"}, kernel="linear"))
+               attrs={"activation": None, "weight_layout": "out_in"}, kernel="linear", native=lower_linear,
+               native_kernel=True))
 
 
 # -- linear_int8: x [..., K] float32 @ (int8 W [N, K] * scale [N])^T + b -> [..., N] ----------------
@@ -63,8 +89,29 @@ def _linear_int8_make(ctx):
     return partial(ctx.kernel("linear_int8"), activation=ctx.attrs["activation"], out=_out(ctx))
 
 
+def lower_linear_int8(self, node, attrs):
+    x, w, scale, b = (list(node.inputs) + [None])[:4]
+    (y,) = node.outputs
+    m, k, ldx = _rows(self.arrays[x])
+    n = _contig(self.arrays[w], np.dtype(np.int8)).shape[0]
+    _contig(self.arrays[scale])
+    if b is not None:
+        _contig(self.arrays[b])
+    my, _, ldy = _rows(self.arrays[y])
+    if my != m or k > 65536:
+        raise Unsupported("linear_int8 shape")
+    qx, xsum, xs = np.zeros(m * k, np.int8), np.zeros(m, np.int32), np.zeros(m, np.float32)
+    huge_pages.advise(self.arrays[w])  # streamed from memory every step: 2 MB pages if large (in place)
+    # a decode step's rows (up to 4): products from TEAM_MACS split in two halves over the team of two
+    # (measured in benchmarks/RESULTS.md), the largest (the output projection) too
+    # when the run has 2 threads (else OpenMP on all of them); more rows: OpenMP for large products
+    threads = _threads(m * n * k) if m <= 4 else (0 if m * n * k >= PARALLEL_MACS else 1)
+    self.emit("linear_int8", [x, w, scale, b, y, qx, xsum, xs], [m, k, n, ldx, ldy, _ACT[attrs["activation"]]],
+              threads=threads, keep=[qx, xsum, xs])
+
+
 register(OpDef("linear_int8", ("x", "weight", "scale", "bias?"), _linear_int8_infer, _linear_int8_make,
-               attrs={"activation": None}, kernel="linear_int8"))
+               attrs={"activation": None}, kernel="linear_int8", native=lower_linear_int8))
 
 
 # -- layer_norm over the last axis ---------------------------------------------------------------
@@ -82,7 +129,16 @@ def _ln_make(ctx):
     return partial(ctx.kernel("layer_norm"), eps=ctx.attrs["eps"], out=_out(ctx))
 
 
-register(OpDef("layer_norm", ("x", "weight", "bias"), _ln_infer, _ln_make, attrs={"eps": 1e-5}, kernel="layer_norm"))
+def lower_layer_norm(self, node, attrs):
+    x, g, b = node.inputs
+    (y,) = node.outputs
+    m, d, ldx = _rows(self.arrays[x])
+    _, _, ldy = _rows(self.arrays[y])
+    self.emit("layer_norm", [x, g, b, y], [m, d, ldx, ldy], [attrs["eps"]])
+
+
+register(OpDef("layer_norm", ("x", "weight", "bias"), _ln_infer, _ln_make, attrs={"eps": 1e-5}, kernel="layer_norm",
+               native=lower_layer_norm, native_kernel=True))
 
 
 # -- attention: q [B,H,Lq,D], k/v [B,H,Lk,D], lengths [B] -> [B,H,Lq,D] (+ weights [B,H,Lq,Lk]) ---
@@ -113,10 +169,43 @@ def _attn_make(ctx):
     return attention
 
 
+def _lower_attention(self, node, attrs, q, k, v, lengths, bias):
+    """attention, or biased_attention (``bias`` [1 or B, H, Lq, Lk] added to the scaled scores)."""
+    (o,) = node.outputs
+    arrs = [self.arrays[n] for n in (q, k, v, o)]
+    for a in arrs:
+        if a.dtype != _F32 or a.ndim != 4 or (a.shape[3] > 1 and a.strides[3] != 4):
+            raise Unsupported("attention layout")
+    if lengths is not None:
+        _contig(self.arrays[lengths], _I64)
+    qa, ka, va, _ = arrs
+    B, H, Lq, D = qa.shape
+    Lk, Dv = ka.shape[2], va.shape[3]
+    bias_strides = [0, 0, 0]
+    if bias is not None:
+        ba = self.arrays[bias]
+        if ba.dtype != _F32 or ba.ndim != 4 or (Lk > 1 and ba.strides[3] != 4):
+            raise Unsupported("attention bias layout")
+        bias_strides = [0 if ba.shape[0] == 1 else ba.strides[0] // 4, ba.strides[1] // 4, ba.strides[2] // 4]
+    scale = float(np.float32(1.0 / math.sqrt(D) if attrs["scale"] is None else attrs["scale"]))
+    scratch = np.zeros(max(Lq * Lk, 1), np.float32)
+    strides = [s // 4 for a in arrs for s in a.strides[:3]]
+    self.emit("attention", [q, k, v, lengths, o, scratch, bias],
+              [B, H, Lq, Lk, D, Dv, int(attrs["causal"]), *strides, *bias_strides], [scale], keep=[scratch])
+
+
+def lower_attention(self, node, attrs):
+    if attrs["return_weights"]:
+        raise Unsupported("attention weights")
+    q, k, v, lengths = (list(node.inputs) + [None])[:4]
+    _lower_attention(self, node, attrs, q, k, v, lengths, None)
+
+
 register(OpDef("attention", ("q", "k", "v", "lengths?"), _attn_infer, _attn_make,
                attrs={"causal": False, "scale": None, "return_weights": False},
                modes=lambda specs, attrs: ["out", "fresh"] if attrs["return_weights"] else ["out"],
-               n_outputs=lambda attrs: 2 if attrs["return_weights"] else 1, kernel="attention"))
+               n_outputs=lambda attrs: 2 if attrs["return_weights"] else 1, kernel="attention", native=lower_attention,
+               device=_attn_make))  # the cuda kernel reads strided q/k/v as they are
 
 
 # -- embedding: ids [..., L] of table [V, D] -> [..., L, D], times scale, plus positions [L, D] ----
@@ -139,7 +228,36 @@ def _emb_make(ctx):
     return lambda ids, table, positions=None: fn(ids, table, scale=scale, positions=positions, out=out)
 
 
-register(OpDef("embedding", ("ids", "table", "positions?"), _emb_infer, _emb_make, attrs={"scale": 1.0}, kernel="embedding"))
+def lower_embedding(self, node, attrs):
+    ids, table, pos = (list(node.inputs) + [None])[:3]
+    (y,) = node.outputs
+    ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table])
+    _contig(self.arrays[y])
+    length = 1
+    if pos is not None:
+        length = _contig(self.arrays[pos]).shape[0]
+    self.emit("embedding", [ids, table, pos, y], [ia.size, ta.shape[1], length, ta.shape[0]], [attrs["scale"]])
+
+
+def _embedding_device(ctx):
+    from seqjit.graph.device_ops import _cuda  # (numba.cuda: imported on a device only)
+
+    from seqjit.kernels.embedding.cuda import embedding
+
+    out, scale = ctx.outs[0] if ctx.outs else None, ctx.attrs["scale"]
+
+    def run(ids, table, positions=None):
+        # ids fed from the host carry a host copy for the range check; ids made on the device (the
+        # greedy/beam tokens) are argmax indices of the logits, inside the target vocabulary
+        mirror = _cuda.host_mirror(ids)
+        return embedding(ids, table, scale=scale, positions=positions, out=out, host_ids=mirror,
+                         check_ids=mirror is not None or not _cuda.is_device_array(ids))
+
+    return run
+
+
+register(OpDef("embedding", ("ids", "table", "positions?"), _emb_infer, _emb_make, attrs={"scale": 1.0}, kernel="embedding",
+               native=lower_embedding, native_kernel=True, device=_embedding_device))
 
 
 # -- embedding_int8: rows of an int8 table [V, D] with per-row scales [V] -> float32 [..., L, D] ----
@@ -173,7 +291,18 @@ def _emb8_make(ctx):
     return embedding_int8
 
 
-register(OpDef("embedding_int8", ("ids", "table", "scale", "positions?"), _emb8_infer, _emb8_make, attrs={"scale": 1.0}))
+def lower_embedding_int8(self, node, attrs):
+    ids, table, row_scale, pos = (list(node.inputs) + [None])[:4]
+    (y,) = node.outputs
+    ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table], np.dtype(np.int8))
+    _contig(self.arrays[row_scale]), _contig(self.arrays[y])
+    length = 1 if pos is None else _contig(self.arrays[pos]).shape[0]
+    self.emit("embedding_int8", [ids, table, pos, y, row_scale], [ia.size, ta.shape[1], length, ta.shape[0]],
+              [float(np.float32(attrs["scale"]))])
+
+
+register(OpDef("embedding_int8", ("ids", "table", "scale", "positions?"), _emb8_infer, _emb8_make, attrs={"scale": 1.0},
+               native=lower_embedding_int8))
 
 
 # -- sinusoidal_positions: () -> [length, dim] (constant-folded) ---------------------------------
@@ -209,9 +338,35 @@ def _act_make(name):
     return make
 
 
+def _lower_activation(self, node, code):
+    (x,), (y,) = node.inputs, node.outputs
+    xa = _contig(self.arrays[x])
+    _contig(self.arrays[y])
+    self.emit("act", [x, y], [xa.size, code])
+
+
+def lower_relu(self, node, attrs):
+    _lower_activation(self, node, act_spec.RELU)
+
+
+def lower_gelu(self, node, attrs):
+    _lower_activation(self, node, act_spec.GELU_TANH if attrs.get("approximate") == "tanh" else act_spec.GELU)
+
+
+def lower_silu(self, node, attrs):
+    _lower_activation(self, node, act_spec.SILU)
+
+
+def lower_tanh(self, node, attrs):
+    _lower_activation(self, node, act_spec.TANH)
+
+
+_ACT_LOWERINGS = {"relu": lower_relu, "silu": lower_silu, "tanh": lower_tanh}
 for _name in ("relu", "silu", "tanh"):
-    register(OpDef(_name, ("x",), _act_infer(_name), _act_make(_name), kernel=_name))
-register(OpDef("gelu", ("x",), _act_infer("gelu"), _act_make("gelu"), attrs={"approximate": "none"}, kernel="gelu"))
+    register(OpDef(_name, ("x",), _act_infer(_name), _act_make(_name), kernel=_name, native=_ACT_LOWERINGS[_name],
+                   native_kernel=True))
+register(OpDef("gelu", ("x",), _act_infer("gelu"), _act_make("gelu"), attrs={"approximate": "none"}, kernel="gelu",
+               native=lower_gelu, native_kernel=True))
 
 
 # -- softmax / log_softmax over the last axis ----------------------------------------------------

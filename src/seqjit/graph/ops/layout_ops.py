@@ -8,6 +8,7 @@ from functools import partial
 
 import numpy as np
 
+from seqjit.graph.native_ops import _F32, _I64, Unsupported, _contig
 from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, register, same_as
 
 VIEW0 = lambda specs, attrs: [("view", 0)]  # noqa: E731
@@ -18,7 +19,11 @@ def _out(ctx, k=0):
 
 
 # -- identity / reshape (views) -------------------------------------------------------------------
-register(OpDef("identity", ("x",), same_as(0), lambda ctx: lambda x: x, modes=VIEW0))
+def _identity_device(ctx):
+    return lambda x: x
+
+
+register(OpDef("identity", ("x",), same_as(0), lambda ctx: lambda x: x, modes=VIEW0, device=_identity_device))
 
 
 def _reshape_infer(specs, attrs):
@@ -38,7 +43,15 @@ def _reshape_make(ctx):
     return lambda x: x.reshape(shape)
 
 
-register(OpDef("reshape", ("x",), _reshape_infer, _reshape_make, attrs={"shape": REQUIRED}, modes=VIEW0))
+def _reshape_device(ctx):
+    from seqjit.graph.device_ops import view_or_copy  # (numba.cuda: imported on a device only)
+
+    shape = ctx.out_specs[0].shape
+    return lambda x: view_or_copy(x, shape)
+
+
+register(OpDef("reshape", ("x",), _reshape_infer, _reshape_make, attrs={"shape": REQUIRED}, modes=VIEW0,
+               device=_reshape_device))
 
 
 # -- heads: [B, L, E] (or [B, E] as L=1) <-> [B, H, L, D] ------------------------------------------
@@ -70,7 +83,27 @@ def _split_make(ctx):
     return split_heads
 
 
-register(OpDef("split_heads", ("x",), _split_infer, _split_make, attrs={"heads": REQUIRED}, modes=_split_modes))
+def lower_split_heads(self, node, attrs):
+    (x,), (y,) = node.inputs, node.outputs
+    b, h, l, d = self.arrays[y].shape
+    xv = self.arrays[x].reshape(b, l, h, d).transpose(0, 2, 1, 3)
+    if not np.shares_memory(xv, self.arrays[x]):
+        raise Unsupported("split_heads source")
+    self._emit_copy(x, xv, y, self.arrays[y])
+
+
+def _split_heads_device(ctx):
+    from seqjit.graph.device_ops import _cuda, buffer, layout, view_or_copy  # (numba.cuda: imported on a device only)
+
+    b, h, l, d = ctx.out_specs[0].shape
+    if _split_modes(ctx.in_specs, ctx.attrs)[0] != "out":
+        return lambda x: view_or_copy(x, (b, h, l, d))
+    out = buffer(ctx)
+    return lambda x: layout.copy(_cuda.permute_view(view_or_copy(x, (b, l, h, d)), (0, 2, 1, 3)), out)
+
+
+register(OpDef("split_heads", ("x",), _split_infer, _split_make, attrs={"heads": REQUIRED}, modes=_split_modes,
+               native=lower_split_heads, device=_split_heads_device))
 
 
 def _merge_infer(specs, attrs):
@@ -101,7 +134,30 @@ def _merge_make(ctx):
     return merge_heads
 
 
-register(OpDef("merge_heads", ("x",), _merge_infer, _merge_make, attrs={"squeeze_length": False}, modes=_merge_modes))
+def lower_merge_heads(self, node, attrs):
+    (x,), (y,) = node.inputs, node.outputs
+    xa = self.arrays[x]
+    b, h, l, d = xa.shape
+    yv = self.arrays[y].reshape(b, l, h, d)
+    if not np.shares_memory(yv, self.arrays[y]):
+        raise Unsupported("merge_heads target")
+    self._emit_copy(x, xa.transpose(0, 2, 1, 3), y, yv)
+
+
+def _merge_heads_device(ctx):
+    from seqjit.graph.device_ops import _cuda, buffer, layout, view_or_copy  # (numba.cuda: imported on a device only)
+
+    shape = ctx.out_specs[0].shape
+    if _merge_modes(ctx.in_specs, ctx.attrs)[0] != "out":
+        return lambda x: view_or_copy(x, shape)
+    out = buffer(ctx)
+    b, h, l, d = ctx.in_specs[0].shape
+    target = _cuda.reshape_view(out, (b, l, h, d))
+    return lambda x: (layout.copy(_cuda.permute_view(x, (0, 2, 1, 3)), target), out)[1]
+
+
+register(OpDef("merge_heads", ("x",), _merge_infer, _merge_make, attrs={"squeeze_length": False}, modes=_merge_modes,
+               native=lower_merge_heads, device=_merge_heads_device))
 
 
 # -- slices, transposes, concatenation ------------------------------------------------------------
@@ -116,7 +172,15 @@ def _slice_make(ctx):
     return lambda x: x[..., start:stop]
 
 
-register(OpDef("slice_last", ("x",), _slice_infer, _slice_make, attrs={"start": REQUIRED, "stop": REQUIRED}, modes=VIEW0))
+def _slice_last_device(ctx):
+    from seqjit.graph.device_ops import last_axis  # (numba.cuda: imported on a device only)
+
+    start, stop = int(ctx.attrs["start"]), int(ctx.attrs["stop"])
+    return lambda x: last_axis(x, start, stop)
+
+
+register(OpDef("slice_last", ("x",), _slice_infer, _slice_make, attrs={"start": REQUIRED, "stop": REQUIRED}, modes=VIEW0,
+               device=_slice_last_device))
 
 
 def _transpose_infer(specs, attrs):
@@ -137,7 +201,20 @@ def _transpose_make(ctx):
     return transpose
 
 
-register(OpDef("transpose", ("x",), _transpose_infer, _transpose_make, attrs={"axes": REQUIRED}))
+def lower_transpose(self, node, attrs):
+    (x,), (y,) = node.inputs, node.outputs
+    self._emit_copy(x, self.arrays[x].transpose(tuple(attrs["axes"])), y, self.arrays[y])
+
+
+def _transpose_device(ctx):
+    from seqjit.graph.device_ops import _cuda, buffer, layout  # (numba.cuda: imported on a device only)
+
+    axes, out = tuple(ctx.attrs["axes"]), buffer(ctx)
+    return lambda x: layout.copy(_cuda.permute_view(x, axes), out)
+
+
+register(OpDef("transpose", ("x",), _transpose_infer, _transpose_make, attrs={"axes": REQUIRED},
+               native=lower_transpose, device=_transpose_device))
 
 
 def _concat_infer(specs, attrs):
@@ -158,7 +235,37 @@ def _concat_make(ctx):
     return lambda *xs: np.concatenate(xs, axis=axis, out=out)
 
 
-register(OpDef("concat", ("*xs",), _concat_infer, _concat_make, attrs={"axis": REQUIRED}))
+def lower_concat(self, node, attrs):
+    (y,) = node.outputs
+    ya = self.arrays[y]
+    axis = int(attrs["axis"]) % ya.ndim
+    start = 0
+    for x in node.inputs:
+        xa = self.arrays[x]
+        index = [slice(None)] * ya.ndim
+        index[axis] = slice(start, start + xa.shape[axis])
+        self._emit_copy(x, xa, y, ya[tuple(index)])
+        start += xa.shape[axis]
+
+
+def _concat_device(ctx):
+    from seqjit.graph.device_ops import along, buffer, layout  # (numba.cuda: imported on a device only)
+
+    out, axis = buffer(ctx), int(ctx.attrs["axis"]) % len(ctx.out_specs[0].shape)
+
+    def concat(*xs):
+        start = 0
+        for x in xs:
+            stop = start + x.shape[axis]
+            layout.copy(x, along(out, axis, start, stop))
+            start = stop
+        return out
+
+    return concat
+
+
+register(OpDef("concat", ("*xs",), _concat_infer, _concat_make, attrs={"axis": REQUIRED},
+               native=lower_concat, device=_concat_device))
 
 
 def _stack_infer(specs, attrs):
@@ -176,7 +283,20 @@ def _stack_make(ctx):
     return lambda *xs: np.stack(xs, axis=axis, out=out)
 
 
-register(OpDef("stack", ("*xs",), _stack_infer, _stack_make, attrs={"axis": REQUIRED}))
+def _stack_device(ctx):
+    from seqjit.graph.device_ops import buffer, layout  # (numba.cuda: imported on a device only)
+
+    out, axis = buffer(ctx), int(ctx.attrs["axis"]) % len(ctx.out_specs[0].shape)
+
+    def stack(*xs):
+        for k, x in enumerate(xs):
+            layout.copy(x, out[(slice(None),) * axis + (k,)])
+        return out
+
+    return stack
+
+
+register(OpDef("stack", ("*xs",), _stack_infer, _stack_make, attrs={"axis": REQUIRED}, device=_stack_device))
 
 
 # -- elementwise add (NumPy broadcasting, no dtype promotion) -------------------------------------
@@ -194,7 +314,18 @@ def _add_make(ctx):
     return partial(np.add, out=_out(ctx))
 
 
-register(OpDef("add", ("a", "b"), _add_infer, _add_make))
+def lower_add(self, node, attrs):
+    self.emit("add", *self._elementwise(node, "add"))
+
+
+def _add_device(ctx):
+    from seqjit.graph.device_ops import buffer, layout  # (numba.cuda: imported on a device only)
+
+    out = buffer(ctx)
+    return lambda a, b: layout.add(a, b, out)
+
+
+register(OpDef("add", ("a", "b"), _add_infer, _add_make, native=lower_add, device=_add_device))
 
 
 # -- positions: rows of a position table ----------------------------------------------------------
@@ -213,7 +344,13 @@ def _rows_make(ctx):
     return lambda table, ids: table[offset:offset + length]
 
 
-register(OpDef("position_rows", ("table", "ids"), _rows_infer, _rows_make, attrs={"offset": 0}, modes=VIEW0))
+def _position_rows_device(ctx):
+    offset, length = int(ctx.attrs["offset"]), ctx.out_specs[0].shape[0]
+    return lambda table, ids: table[offset:offset + length]
+
+
+register(OpDef("position_rows", ("table", "ids"), _rows_infer, _rows_make, attrs={"offset": 0}, modes=VIEW0,
+               device=_position_rows_device))
 
 
 def _step_index(step, limit: int, what: str) -> int:
@@ -240,7 +377,17 @@ def _row_at_make(ctx):
     return position_at
 
 
-register(OpDef("position_at", ("table", "step"), _row_at_infer, _row_at_make, attrs={"offset": 0}, modes=VIEW0))
+def lower_position_at(self, node, attrs):
+    table, step = node.inputs
+    (y,) = node.outputs
+    ta = _contig(self.arrays[table])
+    _contig(self.arrays[step], _I64)
+    self.arrays[y] = self.own(self.plan.specs[y])
+    self.emit("position_at", [table, step, self.arrays[y]], [ta.shape[1], attrs["offset"], ta.shape[0]])
+
+
+register(OpDef("position_at", ("table", "step"), _row_at_infer, _row_at_make, attrs={"offset": 0}, modes=VIEW0,
+               native=lower_position_at, device=_row_at_make))
 
 
 # -- decoder-step helpers: KV-cache write, per-row lengths ----------------------------------------
@@ -265,8 +412,36 @@ def _kv_make(ctx):
     return kv_write
 
 
+def lower_kv_write(self, node, attrs):
+    cache, x, step = node.inputs
+    ca = _contig(self.arrays[cache])
+    b, h, t, d = ca.shape
+    xv = self.arrays[x].view()
+    try:
+        xv.shape = (b, h, d)
+    except AttributeError:
+        raise Unsupported("kv_write source layout") from None
+    if xv.dtype != _F32 or (d > 1 and xv.strides[2] != 4):
+        raise Unsupported("kv_write source layout")
+    _contig(self.arrays[step], _I64)
+    self.emit("kv_write", [cache, x, step], [b, h, t, d, xv.strides[0] // 4, xv.strides[1] // 4])
+
+
+def _kv_write_device(ctx):
+    from seqjit.graph.device_ops import layout, view_or_copy  # (numba.cuda: imported on a device only)
+
+    b, h, t_max, d = ctx.in_specs[0].shape
+
+    def kv_write(cache, x, step):
+        t = _step_index(step, t_max, "the decoder state's max_length")
+        layout.copy(view_or_copy(x, (b, h, 1, d)), cache[:, :, t:t + 1, :])
+        return cache
+
+    return kv_write
+
+
 register(OpDef("kv_write", ("cache", "x", "step"), _kv_infer, _kv_make, modes=lambda specs, attrs: [("inplace", 0)],
-               pure=False))
+               pure=False, native=lower_kv_write, device=_kv_write_device))
 
 
 def _lengths_infer(specs, attrs):
@@ -286,4 +461,19 @@ def _lengths_make(ctx):
     return step_lengths
 
 
-register(OpDef("step_lengths", ("step", "like"), _lengths_infer, _lengths_make))
+def lower_step_lengths(self, node, attrs):
+    step, _ = node.inputs
+    (y,) = node.outputs
+    _contig(self.arrays[step], _I64)
+    self.emit("step_lengths", [step, y], [_contig(self.arrays[y], _I64).size])
+
+
+def _step_lengths_device(ctx):
+    from seqjit.graph.device_ops import buffer, layout  # (numba.cuda: imported on a device only)
+
+    out = buffer(ctx)
+    return lambda step, like: layout.fill(out, int(step) + 1)
+
+
+register(OpDef("step_lengths", ("step", "like"), _lengths_infer, _lengths_make,
+               native=lower_step_lengths, device=_step_lengths_device))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqjit.graph.native_ops import _I64, PARALLEL_MACS, Unsupported, _contig, _rows
 from seqjit.graph.ops import OpDef, TensorSpec, need, register
 
 _GATES = {"gru": 3, "lstm": 4}
@@ -60,9 +61,44 @@ def _make(mode):
     return make
 
 
+def _lower_recurrence_int8(self, node, attrs, lstm):
+    """gru/lstm_recurrence_int8 (kernels/rnn_int8/_recurrence.pxi): xg rows (b, t) equally spaced
+    (a view of a merged input projection is fine), everything else contiguous."""
+    n = 2 if lstm else 1
+    xg, states, lengths = node.inputs[0], list(node.inputs[1:1 + n]), node.inputs[1 + n]
+    w, scale, b = (list(node.inputs[2 + n:]) + [None])[:3]
+    xa = self.arrays[xg]
+    if xa.ndim != 3:
+        raise Unsupported("xg rows")
+    _, gh, ldx = _rows(xa)
+    bsz, t = xa.shape[:2]
+    hidden = _contig(self.arrays[w], np.dtype(np.int8)).shape[1]
+    for name in [scale, b, *states, *node.outputs]:
+        if name is not None:
+            _contig(self.arrays[name])
+    if lengths is not None:
+        _contig(self.arrays[lengths], _I64)
+    outs = list(node.outputs) + [None] * (3 - len(node.outputs))
+    scratch = np.zeros(bsz * gh + 4 * bsz + 2 * bsz * hidden, np.float32)
+    qh = np.zeros(max(bsz * hidden, 1), np.int8)
+    threads = 0 if t * bsz * gh * hidden >= PARALLEL_MACS else 1
+    self.emit("rnn_int8", [xg, *(states + [None])[:2], lengths, w, scale, b, *outs, scratch, qh],
+              [int(lstm), bsz, t, hidden, ldx, int(attrs["reverse"])], threads=threads, keep=[scratch, qh])
+
+
+def lower_gru_recurrence_int8(self, node, attrs):
+    _lower_recurrence_int8(self, node, attrs, lstm=False)
+
+
 register(OpDef("gru_recurrence_int8", ("xg", "h0?", "lengths?", "w_hh", "scale", "b_hh?"), _infer("gru"),
                _make("gru"), attrs={"reverse": False}, modes=lambda specs, attrs: ["fresh"] * 2, n_outputs=2,
-               kernel="gru_recurrence_int8"))
+               kernel="gru_recurrence_int8", native=lower_gru_recurrence_int8))
+
+
+def lower_lstm_recurrence_int8(self, node, attrs):
+    _lower_recurrence_int8(self, node, attrs, lstm=True)
+
+
 register(OpDef("lstm_recurrence_int8", ("xg", "h0?", "c0?", "lengths?", "w_hh", "scale", "b_hh?"), _infer("lstm"),
                _make("lstm"), attrs={"reverse": False}, modes=lambda specs, attrs: ["fresh"] * 3, n_outputs=3,
-               kernel="lstm_recurrence_int8"))
+               kernel="lstm_recurrence_int8", native=lower_lstm_recurrence_int8))

@@ -25,7 +25,9 @@ from functools import lru_cache
 
 import numpy as np
 
+from seqjit.graph.native_ops import _I64, _contig, _rows
 from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, need_dtype_match, need_float, register
+from seqjit.graph.ops.kernel_ops import _lower_attention
 
 
 def _out(ctx, k=0):
@@ -89,7 +91,26 @@ def _bias_make(ctx):
     return relative_bias
 
 
-register(OpDef("relative_bias", ("table", "like"), _bias_infer, _bias_make, attrs=_bias_attrs()))
+def _lower_relative_bias(self, node, attrs, table, step, lq, lk, below):
+    """relative_bias(_at): the bucket of every relative position in [-below, lk) computed here (in
+    NumPy, as the Python op), the gather of the table's rows at run time (q0: 0, or ``step``)."""
+    ta = _contig(self.arrays[table])
+    (y,) = node.outputs
+    _contig(self.arrays[y])
+    buckets = np.ascontiguousarray(relative_buckets(np.arange(-below, lk), bool(attrs["bidirectional"]),
+                                                    ta.shape[0], int(attrs["max_distance"])), dtype=np.int64)
+    self.emit("relative_bias", [table, buckets, step, y], [ta.shape[1], below, lq, lk, int(step is not None)],
+              keep=[buckets])
+
+
+def lower_relative_bias(self, node, attrs):
+    table, like = node.inputs
+    n = self.arrays[like].shape[1]
+    _lower_relative_bias(self, node, attrs, table, None, n, n, n - 1)
+
+
+register(OpDef("relative_bias", ("table", "like"), _bias_infer, _bias_make, attrs=_bias_attrs(),
+               native=lower_relative_bias))
 
 
 def _bias_at_infer(specs, attrs):
@@ -114,7 +135,15 @@ def _bias_at_make(ctx):
     return relative_bias_at
 
 
-register(OpDef("relative_bias_at", ("table", "step", "cache"), _bias_at_infer, _bias_at_make, attrs=_bias_attrs()))
+def lower_relative_bias_at(self, node, attrs):
+    table, step, cache = node.inputs
+    _contig(self.arrays[step], _I64)
+    m = self.arrays[cache].shape[2]
+    _lower_relative_bias(self, node, attrs, table, step, 1, m, m - 1)
+
+
+register(OpDef("relative_bias_at", ("table", "step", "cache"), _bias_at_infer, _bias_at_make, attrs=_bias_attrs(),
+               native=lower_relative_bias_at))
 
 
 def _attn_infer(specs, attrs):
@@ -157,8 +186,13 @@ def _attn_make(ctx):
     return biased_attention
 
 
+def lower_biased_attention(self, node, attrs):
+    q, k, v, bias, lengths = (list(node.inputs) + [None])[:5]
+    _lower_attention(self, node, attrs, q, k, v, lengths, bias)
+
+
 register(OpDef("biased_attention", ("q", "k", "v", "bias", "lengths?"), _attn_infer, _attn_make,
-               attrs={"causal": False, "scale": None}))
+               attrs={"causal": False, "scale": None}, native=lower_biased_attention))
 
 
 def _rms_infer(specs, attrs):
@@ -182,7 +216,16 @@ def _rms_make(ctx):
     return rms_norm
 
 
-register(OpDef("rms_norm", ("x", "weight"), _rms_infer, _rms_make, attrs={"eps": 1e-6}))
+def lower_rms_norm(self, node, attrs):
+    x, g = node.inputs
+    (y,) = node.outputs
+    m, d, ldx = _rows(self.arrays[x])
+    _, _, ldy = _rows(self.arrays[y])
+    _contig(self.arrays[g])
+    self.emit("rms_norm", [x, g, y], [m, d, ldx, ldy], [attrs["eps"]])
+
+
+register(OpDef("rms_norm", ("x", "weight"), _rms_infer, _rms_make, attrs={"eps": 1e-6}, native=lower_rms_norm))
 
 
 def _mul_infer(specs, attrs):
@@ -200,4 +243,8 @@ def _mul_make(ctx):
     return lambda a, b: np.multiply(a, b, out=out) if out is not None else np.multiply(a, b)
 
 
-register(OpDef("mul", ("a", "b"), _mul_infer, _mul_make))
+def lower_mul(self, node, attrs):
+    self.emit("mul", *self._elementwise(node, "mul"))
+
+
+register(OpDef("mul", ("a", "b"), _mul_infer, _mul_make, native=lower_mul))

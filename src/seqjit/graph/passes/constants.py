@@ -5,7 +5,7 @@ import numpy as np
 
 from seqjit.graph.ir import Graph, Node
 from seqjit.graph.ops import BindContext, TensorSpec, get_op
-from seqjit.graph.passes._shared import derived
+from seqjit.graph.derived import derived
 
 
 def evaluate_node(node: Node, arrays: list, backend=None) -> list:

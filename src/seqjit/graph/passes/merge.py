@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqjit.graph.ir import Graph, Node
-from seqjit.graph.passes._shared import derived
+from seqjit.graph.derived import derived
 
 
 def _concat(arrays: list, axis: int) -> np.ndarray:
