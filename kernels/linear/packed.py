@@ -64,7 +64,7 @@ def _new_arena(nbytes: int) -> np.ndarray:
     raw = np.empty(size + huge_pages.HUGE, np.uint8)
     start = -raw.ctypes.data % huge_pages.HUGE
     arena = raw[start : start + size]
-    huge_pages.advise(arena)
+    huge_pages.advise(arena, collapse=False)  # not written yet: pages are made huge as they are first written
     return arena
 
 
