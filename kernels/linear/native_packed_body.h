@@ -20,6 +20,10 @@
    within noise at 16 rows, +10-20% at 64) */
 #define SJ_PK_DIST 1
 #define SJ_PK_HINT 2
+/* k rows of a panel chunk taken by every row block in turn: 128 x 128 B = 16 KB, in L1 with x's */
+#ifndef SJ_PK_KL1
+#define SJ_PK_KL1 128
+#endif
 
 typedef float SJ_NAME(pk_v) __attribute__((vector_size(SJ_PK_VL * 4)));
 typedef float SJ_NAME(pk_vu) __attribute__((vector_size(SJ_PK_VL * 4), aligned(4)));
@@ -105,7 +109,6 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
     const int kcut = (K + nk - 1) / nk;
     /* the next panel is prefetched while this one is computed: each row block a share, spread
        over its k loop (pfs: floats per k, in 16ths) */
-    const ptrdiff_t share = (ptrdiff_t)kcut * SJ_PANEL / nblocks;
     const int pfs = SJ_PANEL * 16 / nblocks;
     for (int k0 = 0; k0 < K || k0 == 0; k0 += kcut) {
         const int kc = K - k0 < kcut ? K - k0 : kcut, first = k0 == 0, last = k0 + kc >= K;
@@ -117,15 +120,24 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
                 if (nv <= 0)
                     break;
                 const float *bn = last && bias ? bias + n : NULL;
-                for (int i = 0, m = 0; i < nblocks; m += base + (i < extra), i++) {
-                    const int mr = base + (i < extra);
-                    const float *xr = x + m * ldx + k0;
-                    float *yr = y + m * ldy + n;
-                    const float *pfb = s == 0 ? next + (ptrdiff_t)i * share : NULL;
-                    if (nv == SJ_PK_TW)
-                        SJ_NAME(pk_tile_rows)(mr, xr, ldx, panel + s, kc, yr, ldy, !first, bn, pfb, pfs);
-                    else
-                        SJ_NAME(pk_tile_edge)(mr, xr, ldx, panel + s, kc, yr, ldy, !first, bn, nv);
+                if (nv < SJ_PK_TW) {
+                    for (int i = 0, m = 0; i < nblocks; m += base + (i < extra), i++)
+                        SJ_NAME(pk_tile_edge)(base + (i < extra), x + m * ldx + k0, ldx, panel + s, kc,
+                                              y + m * ldy + n, ldy, !first, bn, nv);
+                    continue;
+                }
+                /* k in chunks of SJ_PK_KL1 when there are several row blocks: every block takes a
+                   chunk while it is in L1, so the panel streams in once, evenly over the tile's time */
+                const int kl = nblocks > 1 ? SJ_PK_KL1 : kc;
+                for (int kk = 0; kk < kc; kk += kl) {
+                    const int kn = kc - kk < kl ? kc - kk : kl, end = kk + kn == kc;
+                    const ptrdiff_t cshare = (ptrdiff_t)kn * SJ_PANEL / nblocks;
+                    for (int i = 0, m = 0; i < nblocks; m += base + (i < extra), i++) {
+                        const float *pfb = s == 0 ? next + (ptrdiff_t)kk * SJ_PANEL + i * cshare : NULL;
+                        SJ_NAME(pk_tile_rows)(base + (i < extra), x + m * ldx + k0 + kk, ldx,
+                                              panel + s + (ptrdiff_t)kk * SJ_PANEL, kn, y + m * ldy + n, ldy,
+                                              !first || kk > 0, end ? bn : NULL, pfb, pfs);
+                    }
                 }
             }
         }

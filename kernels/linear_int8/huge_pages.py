@@ -43,9 +43,11 @@ def _madvise():
     return _libc
 
 
-def advise(array: np.ndarray) -> int:
+def advise(array: np.ndarray, collapse: bool = True) -> int:
     """Ask for 2 MB pages under the whole 2 MB pages inside ``array``'s buffer (Linux; once per
-    buffer address). Returns the bytes advised (0 when nothing was: small array, not Linux, ...)."""
+    buffer address). Returns the bytes advised (0 when nothing was: small array, not Linux, ...).
+    ``collapse=False`` for memory not written yet: its first writes then fault in 2 MB pages, and
+    the parts never written stay unallocated (MADV_COLLAPSE would allocate all of it now)."""
     if not sys.platform.startswith("linux") or array.nbytes < MIN_BYTES or not array.flags.c_contiguous:
         return 0
     start = array.ctypes.data
@@ -58,5 +60,6 @@ def advise(array: np.ndarray) -> int:
     _done.add((lo, hi))
     if madvise(lo, hi - lo, MADV_HUGEPAGE) != 0:
         return 0
-    madvise(lo, hi - lo, MADV_COLLAPSE)  # may fail (kernel < 6.1): khugepaged collapses later
+    if collapse:
+        madvise(lo, hi - lo, MADV_COLLAPSE)  # may fail (kernel < 6.1): khugepaged collapses later
     return hi - lo

@@ -73,3 +73,31 @@ def test_a_thread_capped_to_one_does_not_take_the_team(tiny, with_threads, maria
             return _native_vm.team_counts()[0] - before
 
     assert with_threads(2, capped) == 0
+
+
+def test_a_forced_team_mode_runs_with_or_without_the_team_and_gives_the_same_logits(tiny, with_threads, marian_sources):
+    """``Program.run(nthreads, team_mode)`` (benchmarks/decoding/step_breakdown.py): 1 splits the
+    products over the team, 0 runs them alone; both give the single-thread logits bit for bit."""
+    import numpy as np
+
+    srcs = marian_sources(4, seed=5)
+    n = min(map(len, srcs))
+    src = np.array([s[-n:] for s in srcs])  # one length (the end token kept last)
+
+    def logits(mode):
+        state = tiny.start(src, max_length=8)
+        feeds = tiny.step_feeds(state, np.full(src.shape[0], tiny.decoder_start_id, np.int64))
+        native = tiny.step_plan(state, "decoder_step", feeds).native_replay(feeds)
+        native.bind(feeds)
+        before = _native_vm.team_counts()[0]
+        native.program.run(1 if mode is None else 2, -1 if mode is None else mode)
+        return native.output("logits").copy(), _native_vm.team_counts()[0] - before
+
+    _native_vm.team_forgive()
+    want, _ = with_threads(1, lambda: logits(None))
+    team, team_items = with_threads(2, lambda: logits(1))  # first: left to itself, a first run goes alone
+    _native_vm.team_forgive()
+    alone, alone_items = with_threads(2, lambda: logits(0))  # second: left to itself, it takes the team
+    assert alone_items == 0 and team_items > 0
+    np.testing.assert_array_equal(alone, want)
+    np.testing.assert_array_equal(team, want)

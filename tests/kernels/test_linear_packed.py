@@ -83,3 +83,28 @@ def test_two_threads_equal_one_thread_bit_for_bit(m, k, n):
     finally:
         seqjit.set_num_threads(before)
     np.testing.assert_allclose(one, x @ w.T, **TOL)
+
+
+def test_large_packed_weights_share_2mb_aligned_arenas_without_overlap(monkeypatch):
+    """Packed weights from ARENA_MIN_BYTES are carved from arenas starting on a 2 MB boundary (what
+    the huge-page advice needs), each on a cache line and not overlapping the others; a large one
+    gets its own arena; $SEQJIT_PACK_HUGE_PAGES=0 gives ordinary aligned arrays."""
+    from seqjit.kernels.linear import packed
+
+    rng = np.random.default_rng(3)
+    shapes = [(4, 512, PANEL), (16, 512, PANEL), (1, 8, PANEL), (300, 1024, PANEL)]  # 256 KB, 1 MB, 1 KB, 37.5 MB
+    arrays = [packed.packed_empty(s) for s in shapes]
+    spans = []
+    for a, s in zip(arrays, shapes):
+        assert a.shape == s and a.dtype == np.float32 and a.ctypes.data % 64 == 0
+        a[...] = rng.standard_normal(s, dtype=np.float32)
+        spans.append((a.ctypes.data, a.ctypes.data + a.nbytes))
+    for a in arrays[:2]:  # carved from a shared arena (numpy's base: the arena's allocation)
+        assert a.base.dtype == np.uint8 and a.base.nbytes >= packed.ARENA_BYTES
+    assert arrays[2].base.nbytes < packed.ARENA_MIN_BYTES  # small: ordinary memory
+    assert arrays[3].ctypes.data % (2 << 20) == 0  # large: its own arena, from a 2 MB boundary
+    spans.sort()
+    assert all(hi <= lo for (_, hi), (lo, _) in zip(spans, spans[1:]))
+    monkeypatch.setenv("SEQJIT_PACK_HUGE_PAGES", "0")
+    plain = packed.packed_empty((16, 512, PANEL))
+    assert plain.ctypes.data % 64 == 0 and plain.nbytes == 16 * 512 * PANEL * 4

@@ -208,11 +208,12 @@ cdef class Program:
             self.bound[s] = addr
         return 0
 
-    def run(self, int nthreads=1):
-        """Run every instruction; raises on the run-time errors of the module docstring."""
+    def run(self, int nthreads=1, int team_mode=-1):
+        """Run every instruction; raises on the run-time errors of the module docstring. ``team_mode``
+        (benchmarks): -1 as _hold_team chooses, 1 with the team of two, 0 alone."""
         cdef int rc, team
         with nogil:
-            team = self._hold_team(nthreads)
+            team = self._hold_team(nthreads) if team_mode < 0 else self._force_team(nthreads, team_mode)
             rc = self._run_held(nthreads, team)
             self._free_team(team)
         if rc:
@@ -244,6 +245,14 @@ cdef class Program:
             return 0
         self.team_nt = TEAM
         return 1
+
+    cdef int _force_team(self, int nthreads, int want) noexcept nogil:
+        """_hold_team's mode without its choice: with the team when ``want`` (and it can be taken)."""
+        sj_team_enter()
+        if want and nthreads >= 2 and self.team_nodes and sj_team_acquire():
+            self.team_nt = TEAM
+            return 1
+        return 0
 
     cdef int _run_held(self, int nthreads, int mode) noexcept nogil:
         """``_run`` in ``mode`` (see _hold_team), timed into the program's means when it compares."""
@@ -291,14 +300,15 @@ cdef class Program:
             return ERR_PYTHON
         return 0
 
-    def run_timed(self, int nthreads=1):
-        """Run every instruction; returns the seconds each took (a list), for the profiler."""
+    def run_timed(self, int nthreads=1, int team_mode=-1):
+        """Run every instruction; returns the seconds each took (a list), for the profiler
+        (``team_mode``: as in ``run``)."""
         cdef int pc, rc = 0
         cdef double[::1] times = np.zeros(self.n)
         cdef timespec t0, t1
         cdef int team
         with nogil:
-            team = self._hold_team(nthreads)
+            team = self._hold_team(nthreads) if team_mode < 0 else self._force_team(nthreads, team_mode)
             for pc in range(self.n):
                 clock_gettime(CLOCK_MONOTONIC, &t0)
                 rc = self._exec(pc, nthreads)
