@@ -5,8 +5,9 @@
 - Cython extensions: every ``kernels/<family>/cython_cpu.pyx`` becomes ``seqjit.kernels.<family>.cython_cpu``;
   ``src/seqjit/graph/_native_vm.pyx`` (the native replay VM) includes the families' ``_native.pxi``
   kernels and C headers from ``kernels/``; the runtime below both (the team-of-two header) is in
-  ``kernels/_runtime/``, found through the same ``kernels`` include folder. Its opcode enum
-  (``_opcodes.pxi``) is generated here from the one list in ``src/seqjit/graph/opcodes.py``.
+  ``kernels/_runtime/``, found through the same ``kernels`` include folder. Its opcode enum, the
+  dispatch from each opcode to its ``run_<opcode>`` (in the family's ``_native.pxi``) and the team
+  policy (``_opcodes.pxi``) are generated here from the one list in ``src/seqjit/graph/opcodes.py``.
 - OpenMP: used when the compiler accepts ``-fopenmp``; otherwise the extensions build serial
   (``prange`` then runs as a plain loop).
 """
@@ -39,7 +40,7 @@ def included_sources(*patterns):
 
 
 def write_opcodes():
-    """``src/seqjit/graph/_opcodes.pxi``: the VM's opcode enum, generated from the one list in
+    """``src/seqjit/graph/_opcodes.pxi``: the VM's opcode enum and dispatch, generated from the one list in
     ``src/seqjit/graph/opcodes.py`` (run as a file: nothing of seqjit is imported); written only when
     it changed, so an unchanged list does not rebuild the VM."""
     import runpy

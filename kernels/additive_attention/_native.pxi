@@ -51,3 +51,11 @@ cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const fl
             kr = keys + (<Py_ssize_t>b * S + s) * Dk
             for d in range(Dk):
                 cr[d] += w * kr[d]
+
+
+cdef inline int run_additive(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    native_additive_attention(<float*>c.p[0], c.i[5], <float*>c.p[1], <float*>c.p[2], <float*>c.p[3],
+                              <float*>c.p[4], <int64_t*>c.p[5], <float*>c.p[6], <float*>c.p[7],
+                              <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
+                              <float*>c.p[8], nt, <int>c.i[6])
+    return ERR_NONE

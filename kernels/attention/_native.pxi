@@ -156,3 +156,20 @@ cdef void native_attention_team(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py
     job.causal, job.scale, job.scores = causal, scale, scores
     job.bias, job.bb, job.bh, job.bl = bias, bb, bh, bl
     sj_team_run(_attention_part, &job)
+
+
+cdef inline int run_attention(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    """OP_ATTENTION: batch rows split over the team of two while the run holds it."""
+    if team:
+        native_attention_team(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
+                              <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17],
+                              c.i[18], <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3],
+                              <int>c.i[4], <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
+                              <float*>c.p[6], c.i[19], c.i[20], c.i[21])
+    else:
+        native_attention(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
+                         <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17], c.i[18],
+                         <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
+                         <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
+                         <float*>c.p[6], c.i[19], c.i[20], c.i[21])
+    return ERR_NONE

@@ -19,3 +19,15 @@ cdef void native_relative_bias(const float* table, int H, const int64_t* buckets
             o = out + (<Py_ssize_t>h * Lq + i) * Lk
             for j in range(Lk):
                 o[j] = table[row[j] * H + h]
+
+
+cdef inline int run_relative_bias(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    """OP_RELATIVE_BIAS; i: H, below, Lq, Lk, whether q0 is the step (p[2]). ERR_STEP (err: the
+    step, its limit) for a step past the buckets."""
+    cdef Py_ssize_t t = (<int64_t*>c.p[2])[0] if c.i[4] else 0
+    if t < 0 or t + c.i[2] - 1 > c.i[1]:
+        err[0], err[1] = t, c.i[1] + 2 - c.i[2]
+        return ERR_STEP
+    native_relative_bias(<float*>c.p[0], <int>c.i[0], <int64_t*>c.p[1], c.i[1], t, <int>c.i[2],
+                         <int>c.i[3], <float*>c.p[3])
+    return ERR_NONE

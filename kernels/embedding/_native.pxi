@@ -53,3 +53,24 @@ cdef Py_ssize_t native_embedding_int8(const int64_t* ids, Py_ssize_t n, const si
             for d in range(D):
                 o[d] = <float>row[d] * s
     return -1
+
+
+cdef inline int run_embedding(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    """ERR_ID (err[0]: the id) for an id outside the table."""
+    cdef Py_ssize_t r = native_embedding(<int64_t*>c.p[0], c.i[0], <float*>c.p[1], c.i[3], <int>c.i[1],
+                                         <float>c.f[0], <float*>c.p[2], c.i[2], <float*>c.p[3])
+    if r >= 0:
+        err[0] = (<int64_t*>c.p[0])[r]
+        return ERR_ID
+    return ERR_NONE
+
+
+cdef inline int run_embedding_int8(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    """ERR_ID (err[0]: the id) for an id outside the table."""
+    cdef Py_ssize_t r = native_embedding_int8(<int64_t*>c.p[0], c.i[0], <signed char*>c.p[1], <float*>c.p[4],
+                                              c.i[3], <int>c.i[1], <float>c.f[0], <float*>c.p[2], c.i[2],
+                                              <float*>c.p[3])
+    if r >= 0:
+        err[0] = (<int64_t*>c.p[0])[r]
+        return ERR_ID
+    return ERR_NONE

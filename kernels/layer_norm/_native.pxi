@@ -17,3 +17,15 @@ cdef void native_rms_norm(const float* x, Py_ssize_t ldx, float* y, Py_ssize_t l
     cdef int m
     for m in range(M):
         sj_rms_norm_row(x + m * ldx, y + m * ldy, D, g, eps)
+
+
+cdef inline int run_layer_norm(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    native_layer_norm(<float*>c.p[0], c.i[2], <float*>c.p[3], c.i[3], <int>c.i[0], <int>c.i[1],
+                      <float*>c.p[1], <float*>c.p[2], c.f[0])
+    return ERR_NONE
+
+
+cdef inline int run_rms_norm(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    native_rms_norm(<float*>c.p[0], c.i[2], <float*>c.p[2], c.i[3], <int>c.i[0], <int>c.i[1],
+                    <float*>c.p[1], c.f[0])
+    return ERR_NONE

@@ -143,3 +143,10 @@ cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const floa
     if bias != NULL or act != _NONE:
         for m in range(M):
             sj_act_row(y + m * ldy, bias, y + m * ldy, N, act)
+
+
+cdef inline int run_linear(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    """OP_LINEAR (lowered by seqjit.graph.ops' linear)."""
+    native_linear(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <float*>c.p[1], <int>c.i[2],
+                  <int>c.i[6], <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
+    return ERR_NONE

@@ -60,3 +60,18 @@ cdef void native_lstm_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ss
     native_linear(h, ldh, B, H, w_hh, 4 * H, layout, b_hh, hg, 4 * H, _NONE, nthreads)
     for b in range(B):
         lstm_gates_row(xg + b * 4 * H, hg + b * 4 * H, c + b * ldc, h_out + b * H, c_out + b * H, H)
+
+
+cdef inline int run_gru_cell(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    native_gru_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], <float*>c.p[3],
+                    <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], c.i[5], <int>c.i[0], <int>c.i[1],
+                    <int>c.i[2], <float*>c.p[7], nt, <int>c.i[6], <float*>c.p[8])
+    return ERR_NONE
+
+
+cdef inline int run_lstm_cell(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    native_lstm_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], c.i[5],
+                     <float*>c.p[3], <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[7],
+                     <float*>c.p[8], <int>c.i[0], <int>c.i[1], <int>c.i[2], <float*>c.p[9], nt,
+                     <int>c.i[6], <float*>c.p[10])
+    return ERR_NONE

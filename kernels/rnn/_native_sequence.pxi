@@ -102,3 +102,12 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
             if lstm:
                 memcpy(c_n + <Py_ssize_t>(k * D + d) * B * H, c, B * H * sizeof(float))
         lin, in_rb, in_rt, in_ld, n_in = lout, o_rb, o_rt, o_ld, <int>DH
+
+
+cdef inline int run_rnn_sequence(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    native_rnn_sequence(c.i[0] != 0, <float*>c.p[0], c.i[1], c.i[2], c.i[3], <int>c.i[4],
+                        <float*>c.p[1], <float*>c.p[2], <int64_t*>c.p[3], <Py_ssize_t*>c.p[4],
+                        <float*>c.p[5], c.i[5], <float*>c.p[6], <float*>c.p[7], <int>c.i[6], <int>c.i[7],
+                        <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt, <int>c.i[11],
+                        <Py_ssize_t*>c.p[9], c.i[12] != 0)
+    return ERR_NONE

@@ -1,9 +1,11 @@
 # cython: language_level=3
 """The native replay VM: a plan lowered to a flat list of instructions run in one nogil C loop.
 
-An instruction is an op code, up to 12 pointers, 24 integers (shapes, strides in elements, flags)
-and 4 floats; :mod:`seqjit.graph.lowering` builds them from a :class:`~seqjit.graph.executor.Plan`
-(shapes, buffers and views are fixed there, and so every argument is checked once, at lowering).
+An instruction (``_instr.pxi``) is an op code, up to 12 pointers, 24 integers (shapes, strides in
+elements, flags) and 4 floats, run by its opcode's ``run_<opcode>`` in the kernel family's
+``_native.pxi`` through the dispatch setup.py generates (``_opcodes.pxi``);
+:mod:`seqjit.graph.lowering` builds them from a :class:`~seqjit.graph.executor.Plan` (shapes,
+buffers and views are fixed there, and so every argument is checked once, at lowering).
 Replay does no checks and allocates nothing; the few that depend on run-time values (token ids in
 range, the step inside the position table or cache) set an error that :meth:`Program.run` raises.
 
@@ -22,7 +24,10 @@ from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy, memset
 from libc.math cimport INFINITY, log
 
+include "_instr.pxi"  # the instruction and error codes every run_<opcode> reads and returns
+# the kernel families: each defines the run_<opcode> of its opcodes (dispatched by _opcodes.pxi)
 include "linear/_native.pxi"
+include "activations/_native.pxi"
 include "layer_norm/_native.pxi"
 include "embedding/_native.pxi"
 include "attention/_native.pxi"
@@ -31,7 +36,8 @@ include "rnn/_native_cells.pxi"
 include "rnn/_native_sequence.pxi"
 include "additive_attention/_native.pxi"
 include "linear_int8/_native.pxi"
-include "rnn_int8/_recurrence.pxi"
+include "rnn_int8/_native.pxi"
+include "_vm_ops.pxi"  # the VM's own opcodes (copy, add, step bookkeeping)
 
 cdef extern from "sampling/native_argmax.h" nogil:
     # numpy.argmax of a float32 row, vectorised per instruction set; -1 when the row holds NaN
@@ -39,7 +45,8 @@ cdef extern from "sampling/native_argmax.h" nogil:
 
 cnp.import_array()
 
-# op codes: generated from seqjit.graph.opcodes.OPCODES (setup.py); a build from another list refuses to load
+# op codes, the dispatch to each run_<opcode> and the team policy: generated from seqjit.graph.opcodes
+# (setup.py); a build from another list refuses to load
 include "_opcodes.pxi"
 
 from seqjit.graph.opcodes import OPCODES as _OPCODES
@@ -47,45 +54,6 @@ from seqjit.graph.opcodes import OPCODES as _OPCODES
 if tuple(BUILT_OPCODES) != tuple(_OPCODES):
     raise ImportError("seqjit.graph._native_vm was built from another opcode list than seqjit.graph.opcodes; "
                       "rebuild it: python setup.py build_ext --inplace")
-
-# error codes of a run
-cdef enum:
-    ERR_NONE = 0
-    ERR_ID = 1        # a token id outside the table
-    ERR_STEP = 2      # the step outside the position table or the cache
-    ERR_PYTHON = 3    # a Python callback raised
-    ERR_NAN = 4       # a decoding loop's logits hold NaN (seqjit.errors.NonFiniteLogits)
-
-DEF NPTR = 12
-DEF NINT = 24
-DEF NFLT = 4
-
-cdef struct Instr:
-    int op
-    int threads       # 1: the calling thread only; 0: the run's thread count
-    void* p[NPTR]
-    Py_ssize_t i[NINT]
-    double f[NFLT]
-
-
-cdef inline void _copy4(const char* src, char* dst, const Py_ssize_t* i) noexcept nogil:
-    """Strided copy: i[0] ndim (<= 4, axes padded to 4 in front), i[1:5] shape, i[5:9] source
-    strides, i[9:13] destination strides (in elements), i[13] item size."""
-    cdef Py_ssize_t a, b, c, d
-    cdef Py_ssize_t isz = i[13]
-    cdef const char* s
-    cdef char* t
-    for a in range(i[1]):
-        for b in range(i[2]):
-            for c in range(i[3]):
-                s = src + (a * i[5] + b * i[6] + c * i[7]) * isz
-                t = dst + (a * i[9] + b * i[10] + c * i[11]) * isz
-                if i[8] == 1 and i[12] == 1:
-                    memcpy(t, s, i[4] * isz)
-                else:
-                    for d in range(i[4]):
-                        memcpy(t + d * i[12] * isz, s + d * i[8] * isz, isz)
-
 
 cdef class Program:
     """A lowered plan; see the module docstring."""
@@ -332,127 +300,32 @@ cdef class Program:
     cdef int _exec(self, int pc, int nthreads) noexcept nogil:
         cdef int nt, rc
         cdef Instr* c = &self.code[pc]
-        cdef Py_ssize_t r, t, j
-        if True:
-            # threads: 1 the calling thread; 2 planned for the team (split in two while this run holds
-            # it); 0 the run's threads (OpenMP), less the core the team's worker spins on while the run
-            # holds it (with 2 threads: the team itself, for the ops whose products take TEAM)
-            if c.threads == 1:
-                nt = 1
-            elif c.threads == 2:
-                nt = self.team_nt
-            elif self.team_nt != TEAM:
-                nt = nthreads
-            elif nthreads == 2 and (c.op == OP_LINEAR or c.op == OP_GRU_CELL or c.op == OP_LSTM_CELL
-                                    or c.op == OP_RNN_SEQUENCE or c.op == OP_ADDITIVE
-                                    or (c.op == OP_LINEAR_INT8 and c.i[0] <= 4)):
-                nt = TEAM
-            else:
-                nt = 1 if nthreads <= 2 else nthreads - 1
-            if c.op == OP_LINEAR:
-                native_linear(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <float*>c.p[1], <int>c.i[2],
-                              <int>c.i[6], <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
-            elif c.op == OP_LAYER_NORM:
-                native_layer_norm(<float*>c.p[0], c.i[2], <float*>c.p[3], c.i[3], <int>c.i[0], <int>c.i[1],
-                                  <float*>c.p[1], <float*>c.p[2], c.f[0])
-            elif c.op == OP_ADD:
-                for j in range(c.i[0]):
-                    (<float*>c.p[2])[j] = (<float*>c.p[0])[j] + (<float*>c.p[1])[j]
-            elif c.op == OP_EMBEDDING:
-                r = native_embedding(<int64_t*>c.p[0], c.i[0], <float*>c.p[1], c.i[3], <int>c.i[1], <float>c.f[0],
-                                     <float*>c.p[2], c.i[2], <float*>c.p[3])
-                if r >= 0:
-                    self.err, self.err_instr, self.err_value = ERR_ID, pc, (<int64_t*>c.p[0])[r]
-                    return ERR_ID
-            elif c.op == OP_EMBEDDING_INT8:
-                r = native_embedding_int8(<int64_t*>c.p[0], c.i[0], <signed char*>c.p[1], <float*>c.p[4], c.i[3],
-                                          <int>c.i[1], <float>c.f[0], <float*>c.p[2], c.i[2], <float*>c.p[3])
-                if r >= 0:
-                    self.err, self.err_instr, self.err_value = ERR_ID, pc, (<int64_t*>c.p[0])[r]
-                    return ERR_ID
-            elif c.op == OP_COPY:
-                _copy4(<char*>c.p[0], <char*>c.p[1], c.i)
-            elif c.op == OP_POSITION_AT:
-                t = (<int64_t*>c.p[1])[0]
-                if t < 0 or t + c.i[1] >= c.i[2]:
-                    self.err, self.err_instr, self.err_value, self.err_limit = ERR_STEP, pc, t, c.i[2] - c.i[1]
-                    return ERR_STEP
-                memcpy(c.p[2], <float*>c.p[0] + (t + c.i[1]) * c.i[0], c.i[0] * sizeof(float))
-            elif c.op == OP_KV_WRITE:
-                t = (<int64_t*>c.p[2])[0]
-                if t < 0 or t >= c.i[2]:
-                    self.err, self.err_instr, self.err_value, self.err_limit = ERR_STEP, pc, t, c.i[2]
-                    return ERR_STEP
-                for r in range(c.i[0] * c.i[1]):  # (b, h) pairs
-                    memcpy(<float*>c.p[0] + (r * c.i[2] + t) * c.i[3],
-                           <float*>c.p[1] + (r // c.i[1]) * c.i[4] + (r % c.i[1]) * c.i[5], c.i[3] * sizeof(float))
-            elif c.op == OP_STEP_LENGTHS:
-                t = (<int64_t*>c.p[0])[0] + 1
-                for j in range(c.i[0]):
-                    (<int64_t*>c.p[1])[j] = t
-            elif c.op == OP_ATTENTION and self.team_nt == TEAM:  # batch rows split over the team held
-                native_attention_team(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
-                                      <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17],
-                                      c.i[18], <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3],
-                                      <int>c.i[4], <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
-                                      <float*>c.p[6], c.i[19], c.i[20], c.i[21])
-            elif c.op == OP_ATTENTION:
-                native_attention(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
-                                 <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17], c.i[18],
-                                 <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
-                                 <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
-                                 <float*>c.p[6], c.i[19], c.i[20], c.i[21])
-            elif c.op == OP_RMS_NORM:
-                native_rms_norm(<float*>c.p[0], c.i[2], <float*>c.p[2], c.i[3], <int>c.i[0], <int>c.i[1],
-                                <float*>c.p[1], c.f[0])
-            elif c.op == OP_MUL:
-                sj_mul_row(<float*>c.p[0], <float*>c.p[1], <float*>c.p[2], c.i[0])
-            elif c.op == OP_RELATIVE_BIAS:  # i: H, below, Lq, Lk, whether q0 is the step (p[2])
-                t = (<int64_t*>c.p[2])[0] if c.i[4] else 0
-                if t < 0 or t + c.i[2] - 1 > c.i[1]:
-                    self.err, self.err_instr, self.err_value, self.err_limit = ERR_STEP, pc, t, c.i[1] + 2 - c.i[2]
-                    return ERR_STEP
-                native_relative_bias(<float*>c.p[0], <int>c.i[0], <int64_t*>c.p[1], c.i[1], t, <int>c.i[2],
-                                     <int>c.i[3], <float*>c.p[3])
-            elif c.op == OP_ACT:
-                sj_act_row(<float*>c.p[0], NULL, <float*>c.p[1], c.i[0], <int>c.i[1])
-            elif c.op == OP_GRU_CELL:
-                native_gru_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], <float*>c.p[3],
-                                <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], c.i[5], <int>c.i[0], <int>c.i[1],
-                                <int>c.i[2], <float*>c.p[7], nt, <int>c.i[6], <float*>c.p[8])
-            elif c.op == OP_LSTM_CELL:
-                native_lstm_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], c.i[5],
-                                 <float*>c.p[3], <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[7],
-                                 <float*>c.p[8], <int>c.i[0], <int>c.i[1], <int>c.i[2], <float*>c.p[9], nt,
-                                 <int>c.i[6], <float*>c.p[10])
-            elif c.op == OP_ADDITIVE:
-                native_additive_attention(<float*>c.p[0], c.i[5], <float*>c.p[1], <float*>c.p[2], <float*>c.p[3],
-                                          <float*>c.p[4], <int64_t*>c.p[5], <float*>c.p[6], <float*>c.p[7],
-                                          <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
-                                          <float*>c.p[8], nt, <int>c.i[6])
-            elif c.op == OP_SELECT_FIRST:
-                memcpy(c.p[3], c.p[1] if (<int64_t*>c.p[0])[0] == 0 else c.p[2], c.i[0])
-            elif c.op == OP_RNN_SEQUENCE:
-                native_rnn_sequence(c.i[0] != 0, <float*>c.p[0], c.i[1], c.i[2], c.i[3], <int>c.i[4],
-                                    <float*>c.p[1], <float*>c.p[2], <int64_t*>c.p[3], <Py_ssize_t*>c.p[4],
-                                    <float*>c.p[5], c.i[5], <float*>c.p[6], <float*>c.p[7], <int>c.i[6], <int>c.i[7],
-                                    <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt, <int>c.i[11],
-                                    <Py_ssize_t*>c.p[9], c.i[12] != 0)
-            elif c.op == OP_LINEAR_INT8:
-                native_linear_int8(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <int8_t*>c.p[1], <float*>c.p[2],
-                                   <int>c.i[2], <float*>c.p[3], <float*>c.p[4], c.i[4], <int>c.i[5], <int8_t*>c.p[5],
-                                   <int32_t*>c.p[6], <float*>c.p[7], nt)
-            elif c.op == OP_RNN_INT8:
-                int8_recurrence(c.i[0] != 0, <float*>c.p[0], c.i[4], <int>c.i[1], <int>c.i[2], <int>c.i[3],
-                                <int8_t*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[1], <float*>c.p[2],
-                                <int64_t*>c.p[3], c.i[5] != 0, <float*>c.p[7], <float*>c.p[8], <float*>c.p[9],
-                                <float*>c.p[10], <int8_t*>c.p[11], _native_qisa, nt, NULL)
-            elif c.op == OP_PYCALL:
-                rc = self._callback(c.i[0])
-                if rc:
-                    self.err, self.err_instr = rc, pc
-                    return rc
-        return ERR_NONE
+        cdef Py_ssize_t err[2]
+        # threads: 1 the calling thread; 2 planned for the team (split in two while this run holds
+        # it); 0 the run's threads (OpenMP), less the core the team's worker spins on while the run
+        # holds it (with 2 threads: the team itself, for the ops whose products take TEAM)
+        if c.threads == 1:
+            nt = 1
+        elif c.threads == 2:
+            nt = self.team_nt
+        elif self.team_nt != TEAM:
+            nt = nthreads
+        elif nthreads == 2 and takes_team(c):
+            nt = TEAM
+        else:
+            nt = 1 if nthreads <= 2 else nthreads - 1
+        if c.op == OP_PYCALL:
+            rc = self._callback(c.i[0])
+            if rc:
+                self.err, self.err_instr = rc, pc
+            return rc
+        err[0] = err[1] = 0  # written by run_<opcode> on an error only
+        rc = dispatch(c, nt, self.team_nt == TEAM, err)
+        if rc:
+            self.err, self.err_instr, self.err_value = rc, pc, err[0]
+            if rc == ERR_STEP:
+                self.err_limit = err[1]
+        return rc
 
 
 def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,

@@ -26,3 +26,60 @@ cdef enum:
 
 #: the opcode list this VM was built from (checked against seqjit.graph.opcodes at import)
 BUILT_OPCODES = ('linear', 'layer_norm', 'add', 'embedding', 'copy', 'position_at', 'kv_write', 'step_lengths', 'attention', 'act', 'gru_cell', 'lstm_cell', 'additive', 'select_first', 'pycall', 'rnn_sequence', 'linear_int8', 'embedding_int8', 'rnn_int8', 'rms_norm', 'mul', 'relative_bias')
+
+
+cdef inline bint takes_team(Instr* c) noexcept nogil:
+    """Whether the team of two runs this instruction when a run of two threads holds it."""
+    return (c.op == OP_LINEAR
+            or c.op == OP_GRU_CELL
+            or c.op == OP_LSTM_CELL
+            or c.op == OP_RNN_SEQUENCE
+            or c.op == OP_ADDITIVE
+            or (c.op == OP_LINEAR_INT8 and team_linear_int8(c)))
+
+
+cdef inline int dispatch(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
+    """Run instruction ``c`` (any but the VM's own OP_PYCALL) through its run_<opcode>."""
+    if c.op == OP_LINEAR:
+        return run_linear(c, nt, team, err)
+    elif c.op == OP_LAYER_NORM:
+        return run_layer_norm(c, nt, team, err)
+    elif c.op == OP_ADD:
+        return run_add(c, nt, team, err)
+    elif c.op == OP_EMBEDDING:
+        return run_embedding(c, nt, team, err)
+    elif c.op == OP_COPY:
+        return run_copy(c, nt, team, err)
+    elif c.op == OP_POSITION_AT:
+        return run_position_at(c, nt, team, err)
+    elif c.op == OP_KV_WRITE:
+        return run_kv_write(c, nt, team, err)
+    elif c.op == OP_STEP_LENGTHS:
+        return run_step_lengths(c, nt, team, err)
+    elif c.op == OP_ATTENTION:
+        return run_attention(c, nt, team, err)
+    elif c.op == OP_ACT:
+        return run_act(c, nt, team, err)
+    elif c.op == OP_GRU_CELL:
+        return run_gru_cell(c, nt, team, err)
+    elif c.op == OP_LSTM_CELL:
+        return run_lstm_cell(c, nt, team, err)
+    elif c.op == OP_ADDITIVE:
+        return run_additive(c, nt, team, err)
+    elif c.op == OP_SELECT_FIRST:
+        return run_select_first(c, nt, team, err)
+    elif c.op == OP_RNN_SEQUENCE:
+        return run_rnn_sequence(c, nt, team, err)
+    elif c.op == OP_LINEAR_INT8:
+        return run_linear_int8(c, nt, team, err)
+    elif c.op == OP_EMBEDDING_INT8:
+        return run_embedding_int8(c, nt, team, err)
+    elif c.op == OP_RNN_INT8:
+        return run_rnn_int8(c, nt, team, err)
+    elif c.op == OP_RMS_NORM:
+        return run_rms_norm(c, nt, team, err)
+    elif c.op == OP_MUL:
+        return run_mul(c, nt, team, err)
+    elif c.op == OP_RELATIVE_BIAS:
+        return run_relative_bias(c, nt, team, err)
+    return ERR_NONE
