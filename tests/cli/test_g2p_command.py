@@ -131,7 +131,9 @@ def test_output_cut_short_by_max_length_is_a_warning(cli):
     assert len(G2P("gru").predict(["hello"])[0].phonemes) > 2  # without the limit 'hello' has more phonemes
     assert rows[0]["truncated"] is True and len(rows[0]["phonemes"]) == 2
     assert "seqjit: <argv>:1: warning: the phonemes of 'hello' were cut short" in err
-    assert rows[1]["phonemes"] == ["AA1"] and rows[1]["truncated"] is False  # ended by its end token in time
+    a = G2P("gru").predict(["a"])[0].phonemes  # the model's own reading, not a figure written here
+    assert 0 < len(a) <= 2  # so 'a' ends by its end token within the limit
+    assert rows[1]["phonemes"] == a and rows[1]["truncated"] is False
     assert ":2:" not in err
 
 
