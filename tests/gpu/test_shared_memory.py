@@ -2,15 +2,12 @@
 on numba's simulator, where tests/cuda_simulator.py allocates them under a lock: without it a thread
 switch inside the simulator's allocation handed threads of one block different arrays, and the
 attention RNNs' block reductions gave wrong logits now and then (see that module)."""
-import os
 import sys
 
 import numpy as np
 from numba import cuda, float32  # a module global: the simulator swaps it in the kernel's globals
 
-from .conftest import cuda_or_skip
-
-SIMULATOR = os.environ.get("NUMBA_ENABLE_CUDASIM") == "1"
+from .conftest import SIMULATOR, cuda_or_skip
 
 
 def test_every_thread_of_a_block_sees_one_array_per_line():
