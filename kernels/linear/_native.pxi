@@ -39,6 +39,7 @@ cdef extern from "linear/native_packed.h" nogil:
     int sj_panels(int N)
     void sj_packed_rows(const float *x, Py_ssize_t ldx, int M, const float *wp, int K, int N,
                         const float *bias, float *y, Py_ssize_t ldy, int p0, int p1)
+    int sj_pk_scratch_off
 
 #: ``layout`` of native_linear: W "in_out" [K, N], "out_in" [N, K] (so a bint ``out_in`` passes as
 #: one of these two), or packed in panels (kernels/linear/packed.py)

@@ -7,8 +7,10 @@
    past N are zero. A product then streams every weight byte once, in order (what the hardware
    prefetcher follows best), and a panel, once in cache, serves every row block of x.
 
-   Kernel (BLIS/MLAS style, x not packed): a tile of MR rows x 2 vectors of columns held in
-   registers, one W vector pair loaded and one x value broadcast per row and k; MR up to 12 with
+   Kernel (BLIS/MLAS style): a tile of MR rows x 2 vectors of columns held in registers, one W
+   vector pair loaded and one x value broadcast per row and k, x packed first per row block with a
+   block's rows side by side for each k (rows of x 2 KB apart fall into a few cache sets: 64 of them
+   evicted one another from L1); MR up to 12 with
    AVX-512 (24 of the 32 zmm registers), 6 with AVX2 + FMA or the baseline (12 of 16), the 32 panel
    columns taken in 1, 2 or 4 such tiles. Rows are cut into equal blocks (16 rows: 8 + 8, not
    12 + 4). K above SJ_PACK_KC is cut into blocks so a block of x for every row stays in L2 while
@@ -27,6 +29,47 @@
 /* K of one block: 512 x 12 rows x 4 B = 24 KB of x per row block; K up to 1024 is not cut */
 #define SJ_PACK_KC 512
 #define SJ_PACK_KMAX_UNCUT 1024
+
+/* Scratch for x packed by row block (the body's pk_pack_x), one buffer per thread, kept and grown
+   across calls (freed at thread exit): a call must not fault in fresh pages, and the team's threads
+   pack at the same time. NULL when it cannot be had; the body then packs one row block at a time
+   into a buffer on its stack. */
+#include <pthread.h>
+#include <stdlib.h>
+static pthread_key_t sj_pk_key;
+static int sj_pk_key_ok;
+static pthread_once_t sj_pk_once = PTHREAD_ONCE_INIT;
+typedef struct { float *p; size_t n; } sj_pk_buffer;
+static void sj_pk_buffer_free(void *b) {
+    free(((sj_pk_buffer *)b)->p);
+    free(b);
+}
+static void sj_pk_key_make(void) { sj_pk_key_ok = pthread_key_create(&sj_pk_key, sj_pk_buffer_free) == 0; }
+/* set by tests (seqjit.graph._native_vm.packed_scratch) to run the path without scratch */
+static int sj_pk_scratch_off;
+static float *sj_pk_scratch(size_t n) {
+    pthread_once(&sj_pk_once, sj_pk_key_make);
+    if (!sj_pk_key_ok || sj_pk_scratch_off)
+        return NULL;
+    sj_pk_buffer *b = (sj_pk_buffer *)pthread_getspecific(sj_pk_key);
+    if (!b) {
+        if (!(b = (sj_pk_buffer *)calloc(1, sizeof *b)))
+            return NULL;
+        if (pthread_setspecific(sj_pk_key, b)) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->n < n) {
+        const size_t want = (n + 4095) & ~(size_t)4095; /* floats, a whole number of 16 KB */
+        float *p = (float *)aligned_alloc(64, want * sizeof(float));
+        if (!p)
+            return NULL;
+        free(b->p);
+        b->p = p, b->n = want;
+    }
+    return b->p;
+}
 
 #define SJ_ISA_BODY "linear/native_packed_body.h"
 #include "_sj_isa_variants.h"

@@ -28,13 +28,13 @@
 typedef float SJ_NAME(pk_v) __attribute__((vector_size(SJ_PK_VL * 4)));
 typedef float SJ_NAME(pk_vu) __attribute__((vector_size(SJ_PK_VL * 4), aligned(4)));
 
-/* c[r, 0:TW] (ldc apart) = (acc ? c[r, :] : 0) + sum over k < kc of x[r, k] * b[k, 0:TW] (b rows
-   SJ_PANEL apart) for r < mr, + bias[0:TW] when bias: mr accumulator pairs, one pair of b vectors
-   per k. Inlined with a constant mr, so the accumulators are registers. pfb (when not NULL): the
+/* c[r, 0:TW] (ldc apart) = (acc ? c[r, :] : 0) + sum over k < kc of x[r, k] * b[k, 0:TW] (x[r, k] at
+   x[k * mr + r] when packed, else at x[r * ldx + k]; b rows SJ_PANEL apart) for r < mr, + bias[0:TW]
+   when bias: mr accumulator pairs, one pair of b vectors per k. Inlined with a constant mr, so the accumulators are registers. pfb (when not NULL): the
    start of this tile's share of the next panel, prefetched at pfs / 16 floats per k. */
 static inline __attribute__((always_inline)) void SJ_NAME(pk_tile)(
-    const int mr, const float *x, ptrdiff_t ldx, const float *b, int kc, float *c, ptrdiff_t ldc,
-    int acc, const float *bias, const float *pfb, int pfs) {
+    const int mr, const int packed, const float *x, ptrdiff_t ldx, const float *b, int kc, float *c,
+    ptrdiff_t ldc, int acc, const float *bias, const float *pfb, int pfs) {
     SJ_NAME(pk_v) c0[SJ_PK_MR], c1[SJ_PK_MR];
 #pragma GCC unroll 16
     for (int r = 0; r < mr; r++) {
@@ -46,16 +46,20 @@ static inline __attribute__((always_inline)) void SJ_NAME(pk_tile)(
             c1[r] = (SJ_NAME(pk_v)){0};
         }
     }
-    for (int k = 0; k < kc; k++, b += SJ_PANEL) {
+    const float *pf = pfb; /* the next line of the share to prefetch */
+    ptrdiff_t pfe = 0;      /* the share's end so far, in 16ths of a float */
+    for (int k = 0; k < kc; k++, b += SJ_PANEL, x += packed ? mr : 1) {
         const SJ_NAME(pk_v) b0 = *(const SJ_NAME(pk_v) *)b, b1 = *(const SJ_NAME(pk_v) *)(b + SJ_PK_VL);
-        if (pfb) {
-            const float *q = pfb + ((ptrdiff_t)k * pfs >> 4);
-            __builtin_prefetch(q, 0, SJ_PK_HINT);
-            __builtin_prefetch(q + 16, 0, SJ_PK_HINT);
+        if (pfb) { /* each line once: those the share reaches by the end of this k */
+            pfe += pfs;
+            while (pf < pfb + (pfe >> 4)) {
+                __builtin_prefetch(pf, 0, SJ_PK_HINT);
+                pf += 16;
+            }
         }
 #pragma GCC unroll 16
         for (int r = 0; r < mr; r++) {
-            const float a = x[r * ldx + k];
+            const float a = packed ? x[r] : x[r * ldx];
             c0[r] += a * b0;
             c1[r] += a * b1;
         }
@@ -71,10 +75,17 @@ static inline __attribute__((always_inline)) void SJ_NAME(pk_tile)(
     }
 }
 
-/* pk_tile with mr a run-time value in [1, SJ_PK_MR]: one inlined copy per row count */
+/* pk_tile with mr a run-time value in [1, SJ_PK_MR] and x packed or not (ldx < 0: packed): one
+   inlined copy per row count and form */
 static void SJ_NAME(pk_tile_rows)(int mr, const float *x, ptrdiff_t ldx, const float *b, int kc, float *c,
                                   ptrdiff_t ldc, int acc, const float *bias, const float *pfb, int pfs) {
-#define SJ_PK_CASE(R) case R: SJ_NAME(pk_tile)(R, x, ldx, b, kc, c, ldc, acc, bias, pfb, pfs); return;
+#define SJ_PK_CASE(R)                                                                    \
+    case R:                                                                              \
+        if (ldx < 0)                                                                     \
+            SJ_NAME(pk_tile)(R, 1, x, 0, b, kc, c, ldc, acc, bias, pfb, pfs);            \
+        else                                                                             \
+            SJ_NAME(pk_tile)(R, 0, x, ldx, b, kc, c, ldc, acc, bias, pfb, pfs);          \
+        return;
     switch (mr) {
         SJ_PK_CASE(1) SJ_PK_CASE(2) SJ_PK_CASE(3) SJ_PK_CASE(4) SJ_PK_CASE(5) SJ_PK_CASE(6)
 #if SJ_PK_MR > 6
@@ -96,53 +107,91 @@ static void SJ_NAME(pk_tile_edge)(int mr, const float *x, ptrdiff_t ldx, const f
         for (int j = 0; j < nv; j++) c[r * ldc + j] = t[r * SJ_PK_TW + j] + (bias ? bias[j] : 0.0f);
 }
 
+/* x[r, k] (rows ldx apart) for r < mr, k < kc into xp[k * mr + r]: what pk_tile reads */
+static void SJ_NAME(pk_pack_x)(const float *x, ptrdiff_t ldx, int mr, int kc, float *xp) {
+    for (int k = 0; k < kc; k++)
+        for (int r = 0; r < mr; r++)
+            xp[k * mr + r] = x[r * ldx + k];
+}
+
 /* y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for the columns of panels [p0, p1) of packed W (see
    native_packed.h): K in blocks (one block up to SJ_PACK_KMAX_UNCUT), then panel by panel, each
-   panel's tiles over every row block while the panel is in cache. */
+   panel's tiles over every row block while the panel is in cache. With several row blocks and at
+   least SJ_PK_PACK_PANELS panels, x is packed per K block first (every row block's share side by
+   side, in the thread's scratch; fewer panels reuse it too little to pay for the copy). Without
+   scratch, one row block at a time, K in blocks of at most SJ_PK_KSTACK, packed on the stack. The
+   sums are the same in every case: each output's FMA chain runs over k in order whatever the
+   blocks, its partial sums kept in y between them. */
+#define SJ_PK_KSTACK 256
+#ifndef SJ_PK_PACK_PANELS
+#define SJ_PK_PACK_PANELS 8
+#endif
 static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const float *wp, int K, int N,
                                  const float *bias, float *y, ptrdiff_t ldy, int p0, int p1) {
     if (M <= 0 || p0 >= p1)
         return;
     const int nblocks = (M + SJ_PK_MR - 1) / SJ_PK_MR;
     const int base = M / nblocks, extra = M % nblocks;  /* the first `extra` blocks get base + 1 rows */
-    const int nk = K <= SJ_PACK_KMAX_UNCUT ? 1 : (K + SJ_PACK_KC - 1) / SJ_PACK_KC;
-    const int kcut = (K + nk - 1) / nk;
-    /* the next panel is prefetched while this one is computed: each row block a share, spread
-       over its k loop (pfs: floats per k, in 16ths) */
-    const int pfs = SJ_PANEL * 16 / nblocks;
-    for (int k0 = 0; k0 < K || k0 == 0; k0 += kcut) {
-        const int kc = K - k0 < kcut ? K - k0 : kcut, first = k0 == 0, last = k0 + kc >= K;
-        for (int p = p0; p < p1; p++) {
-            const float *panel = wp + ((ptrdiff_t)p * K + k0) * SJ_PANEL;
-            const float *next = panel + (ptrdiff_t)SJ_PK_DIST * K * SJ_PANEL;
-            for (int s = 0; s < SJ_PANEL; s += SJ_PK_TW) {
-                const int n = p * SJ_PANEL + s, nv = N - n < SJ_PK_TW ? N - n : SJ_PK_TW;
-                if (nv <= 0)
-                    break;
-                const float *bn = last && bias ? bias + n : NULL;
-                if (nv < SJ_PK_TW) {
-                    for (int i = 0, m = 0; i < nblocks; m += base + (i < extra), i++)
-                        SJ_NAME(pk_tile_edge)(base + (i < extra), x + m * ldx + k0, ldx, panel + s, kc,
-                                              y + m * ldy + n, ldy, !first, bn, nv);
-                    continue;
-                }
-                /* k in chunks of SJ_PK_KL1 when there are several row blocks: every block takes a
-                   chunk while it is in L1, so the panel streams in once, evenly over the tile's time */
-                const int kl = nblocks > 1 ? SJ_PK_KL1 : kc;
-                for (int kk = 0; kk < kc; kk += kl) {
-                    const int kn = kc - kk < kl ? kc - kk : kl, end = kk + kn == kc;
-                    const ptrdiff_t cshare = (ptrdiff_t)kn * SJ_PANEL / nblocks;
-                    for (int i = 0, m = 0; i < nblocks; m += base + (i < extra), i++) {
-                        const float *pfb = s == 0 ? next + (ptrdiff_t)kk * SJ_PANEL + i * cshare : NULL;
-                        SJ_NAME(pk_tile_rows)(base + (i < extra), x + m * ldx + k0 + kk, ldx,
-                                              panel + s + (ptrdiff_t)kk * SJ_PANEL, kn, y + m * ldy + n, ldy,
-                                              !first || kk > 0, end ? bn : NULL, pfb, pfs);
+    int nk = K <= SJ_PACK_KMAX_UNCUT ? 1 : (K + SJ_PACK_KC - 1) / SJ_PACK_KC;
+    int kcut = (K + nk - 1) / nk;
+    const int pack = nblocks > 1 && p1 - p0 >= SJ_PK_PACK_PANELS && K > 0;
+    float stack_xp[SJ_PK_MR * SJ_PK_KSTACK];
+    float *xp = pack ? sj_pk_scratch((size_t)M * kcut) : NULL;
+    int group = nblocks;
+    if (pack && !xp) {
+        xp = stack_xp, group = 1;
+        if (kcut > SJ_PK_KSTACK)
+            nk = (K + SJ_PK_KSTACK - 1) / SJ_PK_KSTACK, kcut = (K + nk - 1) / nk;
+    }
+    const ptrdiff_t xl = pack ? -1 : ldx; /* pk_tile_rows' ldx: < 0 for packed x */
+    for (int g0 = 0; g0 < nblocks; g0 += group) {
+        const int g1 = g0 + group < nblocks ? g0 + group : nblocks;
+        const int mg = g0 * base + (g0 < extra ? g0 : extra); /* first row of the group */
+        /* the next panel is prefetched while this one is computed: each row block a share, spread
+           over its k loop (pfs: floats per k, in 16ths) */
+        const int pfs = SJ_PANEL * 16 / (g1 - g0);
+        for (int k0 = 0; k0 < K || k0 == 0; k0 += kcut) {
+            const int kc = K - k0 < kcut ? K - k0 : kcut, first = k0 == 0, last = k0 + kc >= K;
+            if (pack)
+                for (int i = g0, m = mg; i < g1; m += base + (i < extra), i++)
+                    SJ_NAME(pk_pack_x)(x + m * ldx + k0, ldx, base + (i < extra), kc, xp + (ptrdiff_t)(m - mg) * kc);
+            /* x of row block i (first row m) from k0 + kk, as pk_tile_rows reads it */
+#define SJ_PK_X(m, mr, kk) (pack ? xp + (ptrdiff_t)((m) - mg) * kc + (ptrdiff_t)(kk) * (mr) : x + (m) * ldx + k0 + (kk))
+            for (int p = p0; p < p1; p++) {
+                const float *panel = wp + ((ptrdiff_t)p * K + k0) * SJ_PANEL;
+                const float *next = panel + (ptrdiff_t)SJ_PK_DIST * K * SJ_PANEL;
+                for (int s = 0; s < SJ_PANEL; s += SJ_PK_TW) {
+                    const int n = p * SJ_PANEL + s, nv = N - n < SJ_PK_TW ? N - n : SJ_PK_TW;
+                    if (nv <= 0)
+                        break;
+                    const float *bn = last && bias ? bias + n : NULL;
+                    if (nv < SJ_PK_TW) {
+                        for (int i = g0, m = mg; i < g1; m += base + (i < extra), i++)
+                            SJ_NAME(pk_tile_edge)(base + (i < extra), SJ_PK_X(m, base + (i < extra), 0), xl,
+                                                  panel + s, kc, y + m * ldy + n, ldy, !first, bn, nv);
+                        continue;
+                    }
+                    /* k in chunks of SJ_PK_KL1 when there are several row blocks: every block takes
+                       a chunk while it is in L1, so the panel streams in once, evenly over the
+                       tile's time */
+                    const int kl = g1 - g0 > 1 ? SJ_PK_KL1 : kc;
+                    for (int kk = 0; kk < kc; kk += kl) {
+                        const int kn = kc - kk < kl ? kc - kk : kl, end = kk + kn == kc;
+                        const ptrdiff_t cshare = (ptrdiff_t)kn * SJ_PANEL / (g1 - g0);
+                        for (int i = g0, m = mg; i < g1; m += base + (i < extra), i++) {
+                            const int mr = base + (i < extra);
+                            const float *pfb = s == 0 ? next + (ptrdiff_t)kk * SJ_PANEL + (i - g0) * cshare : NULL;
+                            SJ_NAME(pk_tile_rows)(mr, SJ_PK_X(m, mr, kk), xl, panel + s + (ptrdiff_t)kk * SJ_PANEL,
+                                                  kn, y + m * ldy + n, ldy, !first || kk > 0, end ? bn : NULL,
+                                                  pfb, pfs);
+                        }
                     }
                 }
             }
+#undef SJ_PK_X
+            if (K == 0)
+                break;
         }
-        if (K == 0)
-            break;
     }
 }
 
@@ -151,3 +200,4 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
 #undef SJ_PK_TW
 #undef SJ_PK_DIST
 #undef SJ_PK_HINT
+#undef SJ_PK_KSTACK

@@ -66,6 +66,34 @@ def test_rows_further_apart_than_k(isa):
     np.testing.assert_allclose(y, x[:, :80] @ w.T, **TOL)
 
 
+# from 8 panels (256 columns) and two row blocks x is packed first, in the thread's scratch or, without
+# it, block by block on the stack with K in blocks of 256: both against the reference, and equal
+@pytest.mark.parametrize("m,k,n", [(13, 37, 256), (16, 512, 300), (25, 300, 289), (64, 1100, 260), (37, 2049, 513)])
+def test_packed_x_with_and_without_scratch(isa, m, k, n):
+    rng = np.random.default_rng(m + k + n)
+    x = rng.standard_normal((m, k + 3)).astype(np.float32)[:, :k]  # rows k + 3 apart
+    w = (0.2 * rng.standard_normal((n, k))).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    ref = kernels.get("linear", "reference")(x, w, b)
+    _, graph, ex = _run(np.ascontiguousarray(x), w, b, None, "out_in")
+    assert "w" in graph.__dict__.get("_native_packed", {}), "the product did not take the packed path"
+    got = {}
+    before = seqjit.get_num_threads()
+    try:  # at 2 threads each thread has half the panels: fewer than 8 for the smallest n, so not packed
+        for threads in (1, 2):
+            seqjit.set_num_threads(threads)
+            for on in (True, False):
+                _native_vm.packed_scratch(on)
+                _native_vm.team_forgive()
+                got[threads, on] = ex.run({"x": np.ascontiguousarray(x)})["y"].copy()
+                np.testing.assert_allclose(got[threads, on], ref, **TOL)
+    finally:
+        _native_vm.packed_scratch(True)
+        seqjit.set_num_threads(before)
+    for y in got.values():
+        np.testing.assert_array_equal(y, got[1, True])
+
+
 @pytest.mark.parametrize("m,k,n", [(16, 512, 520), (9, 256, 4099), (64, 1100, 200)])
 def test_two_threads_equal_one_thread_bit_for_bit(m, k, n):
     rng = np.random.default_rng(5)
