@@ -6,6 +6,18 @@
 from libc.stdint cimport int64_t
 
 
+cdef extern from "_runtime/prefetch.h" nogil:
+    void sj_prefetch_rows(const float* p, Py_ssize_t n, Py_ssize_t stride, Py_ssize_t len)
+
+
+cdef inline int _visible(const int64_t* lengths, int b, int Lk) noexcept nogil:
+    """Keys of batch row ``b`` that may be attended to: ``Lk``, or fewer by its length."""
+    cdef int vmax = Lk
+    if lengths != NULL and lengths[b] < vmax:
+        vmax = <int>lengths[b]
+    return vmax if vmax > 0 else 0
+
+
 cdef inline float _dot_lanes(const float* a, const float* b, int n) noexcept nogil:
     cdef float acc[8]
     cdef int j, k
@@ -51,15 +63,20 @@ cdef void native_attention(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py_ssiz
     cdef float* orow
     cdef float* srow
     cdef bint rows = kl == D and vl == Dv and ql == D and ol == Dv
+    cdef int nb, nh, nvis
     for b in range(B):
-        vmax = Lk
-        if lengths != NULL and lengths[b] < vmax:
-            vmax = <int>lengths[b]
-        if vmax < 0:
-            vmax = 0
+        vmax = _visible(lengths, b, Lk)
         for h in range(H):
             kbh = k + b * kb + h * kh
             vbh = v + b * vb + h * vh
+            # the next (batch, head)'s keys and values, while this one is computed: in a decode
+            # step they come from memory (the step's weights evicted them), a few KB each
+            nb = b if h + 1 < H else b + 1
+            nh = h + 1 if h + 1 < H else 0
+            if nb < B:
+                nvis = _visible(lengths, nb, Lk)  # the causal limit only lowers it
+                sj_prefetch_rows(k + nb * kb + nh * kh, nvis, kl, D)
+                sj_prefetch_rows(v + nb * vb + nh * vh, nvis, vl, Dv)
             if rows and vmax > 0:
                 sj_gemv_rows(q + b * qb + h * qh, D, Lq, kbh, D, NULL, scores, Lk, 0, vmax)
                 if not causal and Lq > 1:  # every row sees the same keys: one product P V for all rows
