@@ -118,13 +118,14 @@ static void SJ_NAME(pk_pack_x)(const float *x, ptrdiff_t ldx, int mr, int kc, fl
    native_packed.h): K in blocks (one block up to SJ_PACK_KMAX_UNCUT), then panel by panel, each
    panel's tiles over every row block while the panel is in cache. With several row blocks and at
    least SJ_PK_PACK_PANELS panels, x is packed per K block first (every row block's share side by
-   side, in the thread's scratch; fewer panels reuse it too little to pay for the copy). Without
+   side, in the thread's scratch): the copy costs about a cycle per value, 32 / N of the product's
+   time, so fewer panels gain too little from it (at 512 columns none was measured). Without
    scratch, one row block at a time, K in blocks of at most SJ_PK_KSTACK, packed on the stack. The
    sums are the same in every case: each output's FMA chain runs over k in order whatever the
    blocks, its partial sums kept in y between them. */
 #define SJ_PK_KSTACK 256
 #ifndef SJ_PK_PACK_PANELS
-#define SJ_PK_PACK_PANELS 8
+#define SJ_PK_PACK_PANELS 32
 #endif
 static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const float *wp, int K, int N,
                                  const float *bias, float *y, ptrdiff_t ldy, int p0, int p1) {
