@@ -66,9 +66,11 @@ def test_rows_further_apart_than_k(isa):
     np.testing.assert_allclose(y, x[:, :80] @ w.T, **TOL)
 
 
-# from 32 panels (1024 columns) and two row blocks x is packed first, in the thread's scratch or,
-# without it, block by block on the stack with K in blocks of 256: both against the reference, equal
-@pytest.mark.parametrize("m,k,n", [(13, 37, 1024), (16, 512, 1100), (25, 300, 1057), (64, 1100, 1040), (37, 600, 2049)])
+# from 2 MB of W a thread (panels x K >= 16384) and two row blocks x is packed first, in the thread's
+# scratch or, without it, block by block on the stack with K in blocks of 256: both against the
+# reference, and equal
+@pytest.mark.parametrize("m,k,n", [(13, 512, 1024), (16, 512, 1100), (25, 600, 1057), (64, 1100, 1040),
+                                   (37, 600, 2049)])
 def test_packed_x_with_and_without_scratch(isa, m, k, n):
     rng = np.random.default_rng(m + k + n)
     x = rng.standard_normal((m, k + 3)).astype(np.float32)[:, :k]  # rows k + 3 apart
@@ -79,7 +81,7 @@ def test_packed_x_with_and_without_scratch(isa, m, k, n):
     assert "w" in graph.__dict__.get("_native_packed", {}), "the product did not take the packed path"
     got = {}
     before = seqjit.get_num_threads()
-    try:  # at 2 threads each thread has half the panels: fewer than 32 for n < 2048, so not packed
+    try:  # at 2 threads each thread has half the panels: packed only for the last two cases
         for threads in (1, 2):
             seqjit.set_num_threads(threads)
             for on in (True, False):
