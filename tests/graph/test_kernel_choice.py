@@ -52,6 +52,21 @@ def test_other_version_or_cpu_measures_again(cache, field):
     assert json.loads(path.read_text())[field] == (kc._version() if field == "version" else kc.cpu_model())
 
 
+def test_rebuilt_native_vm_measures_again(cache, monkeypatch, tmp_path):
+    """Same seqjit version, another build of the native VM (its file's size and time): measured again."""
+    from seqjit.graph import _native_vm
+
+    path, calls = cache
+    kc.entry(*SHAPE)
+    other = tmp_path / "vm.so"
+    other.write_bytes(b"another build")
+    monkeypatch.setattr(_native_vm, "__file__", str(other))
+    kc.forget()
+    kc.entry(*SHAPE)
+    assert len(calls) == 2
+    assert json.loads(path.read_text())["version"].endswith(f"+vm{other.stat().st_size}.{other.stat().st_mtime_ns}")
+
+
 @pytest.mark.parametrize("text", ["{not json", "[]", '{"version": 1}', "null",
                                   '{"choices": {"m16_k64_n128": {"choice": "blas"}}}'])
 def test_corrupted_file_measures_again(cache, text):

@@ -8,8 +8,9 @@ it as one-op native programs on the calling thread (a weight of the class's K an
 columns, read from L3 or memory: 16 MB are written before each call; interleaved, best of a few
 calls, 0.05-0.5 s), and the faster is kept (the fixed choice unless the other is MARGIN faster),
 in memory and in ``kernel_choice.json`` under the user cache directory (``$SEQJIT_CACHE_DIR``, else
-``$XDG_CACHE_HOME/seqjit``, else ``~/.cache/seqjit``). The file is keyed by the seqjit version and the
-CPU model string: another version or CPU, or a file that does not parse, means measuring again
+``$XDG_CACHE_HOME/seqjit``, else ``~/.cache/seqjit``). The file is keyed by the seqjit version, the
+native VM's build and the CPU model string: another version, build or CPU, or a file that does not
+parse, means measuring again
 (never an error). Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
 ``_hold_team``), so it is not a candidate here.
 
@@ -95,9 +96,18 @@ def fixed_choice(m: int, packed_from: int = 3) -> str:
 
 
 def _version() -> str:
+    """The seqjit version and the build of the native VM the choices were measured with (its file's
+    size and modification time): a rebuilt or reinstalled VM may have other kernels, so it measures
+    again, even at the same version (as during development, when the version does not move)."""
     from seqjit import __version__
 
-    return __version__
+    from . import _native_vm
+
+    try:
+        st = os.stat(_native_vm.__file__)
+        return f"{__version__}+vm{st.st_size}.{st.st_mtime_ns}"
+    except (OSError, AttributeError, TypeError):
+        return __version__
 
 
 def _path() -> Path:
