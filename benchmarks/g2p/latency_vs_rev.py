@@ -30,7 +30,7 @@ def models_at(rev: str, name: str, into: Path) -> Path:
     """Write bundled model ``name`` as it was at git revision ``rev`` into ``into/name``."""
     directory = into / name
     directory.mkdir(parents=True)
-    relative = model_dir(name).relative_to(ROOT)
+    relative = model_dir(name).resolve().relative_to(ROOT)
     for file in FILES:
         blob = subprocess.run(["git", "show", f"{rev}:{relative.as_posix()}/{file}"], cwd=ROOT, capture_output=True)
         if blob.returncode:
