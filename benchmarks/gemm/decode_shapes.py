@@ -4,7 +4,9 @@ decode shapes, beside this host's roofline (FMA peak and read bandwidth from roo
 Each product runs as a one-op native program (the VM's own code path: the kernel, the team of two
 at 2 threads), as ``np.matmul(x, W.T)`` with BLAS held to the same thread count, and as a one-node
 ONNX MatMul in an onnxruntime session with as many intra-op threads (ort_matmul.py; left out
-without onnx and onnxruntime), in the same process, interleaved, best of ``--reps``. "hot": one weight, reused (it stays in L2/L3); "stream":
+without onnx and onnxruntime), each engine in its own process (the spinning thread pools of BLAS and
+ONNX Runtime took the second core from the native team's worker when they shared one), engines
+alternating over three rounds, best of ``--reps`` calls per round. "hot": one weight, reused (it stays in L2/L3); "stream":
 enough copies of the weight, used in turn, that each call reads it from memory, as a decode step
 reads its weights. The bound is min(peak, bandwidth x flop per byte of weight, x and y) for
 "stream", the peak for "hot"; the probe runs before and after the products (its best is kept, so a
@@ -72,7 +74,13 @@ def best(fn, reps: int, budget: float = 0.4) -> float:
     return min(times)
 
 
-def measure(m, k, n, threads, reps, mode):
+ENGINES = ("native", "blas", "ort")
+
+
+def measure_one(engine, m, k, n, threads, reps, mode):
+    """Best seconds of one engine's call (and the native product's relative error, else 0), in this
+    process, which runs no other engine: the thread pools of BLAS and ONNX Runtime spin after their
+    calls and took the second core from the native team's worker when they shared a process."""
     from threadpoolctl import threadpool_limits
 
     import seqjit
@@ -81,42 +89,69 @@ def measure(m, k, n, threads, reps, mode):
     x = rng.standard_normal((m, k), dtype=np.float32)
     copies = 1 if mode == "hot" else max(1, -(-STREAM_BYTES // (4 * k * n)))
     ws = [rng.standard_normal((n, k), dtype=np.float32) * 0.05 for _ in range(copies)]
-    progs = [native_program(x, w) for w in ws]
-    orts = [ort_matmul.matmul_call(w, x, threads)[0] for w in ws] if ort_matmul.available() else []
-    ref = x @ ws[0].T
-    err = float(np.abs(progs[0][1] - ref).max() / max(1.0, np.abs(ref).max()))
-    seqjit.set_num_threads(threads)
-    for p, _, _ in progs:  # a program's first runs at 2 threads try alone, then the team; then it keeps the faster
-        for _ in range(3):
-            p.run(threads)
     turn = {"i": 0}
+    err = 0.0
+    if engine == "native":
+        progs = [native_program(x, w) for w in ws]
+        ref = x @ ws[0].T
+        err = float(np.abs(progs[0][1] - ref).max() / max(1.0, np.abs(ref).max()))
+        seqjit.set_num_threads(threads)
+        for p, _, _ in progs:  # a program's first runs at 2 threads try alone, then the team; then it keeps the faster
+            for _ in range(4):
+                p.run(threads)
 
-    def native():
-        p = progs[turn["i"] % copies][0]
-        turn["i"] += 1
-        p.run(threads)
+        def call():
+            progs[turn["i"] % copies][0].run(threads)
+            turn["i"] += 1
+    elif engine == "blas":
+        def call():
+            np.matmul(x, ws[turn["i"] % copies].T)
+            turn["i"] += 1
+    else:
+        if not ort_matmul.available():
+            return None, 0.0
+        orts = [ort_matmul.matmul_call(w, x, threads)[0] for w in ws]
 
-    def blas():
-        w = ws[turn["i"] % copies]
-        turn["i"] += 1
-        np.matmul(x, w.T)
-
-    def onnx():
-        orts[turn["i"] % copies]()
-        turn["i"] += 1
-
+        def call():
+            orts[turn["i"] % copies]()
+            turn["i"] += 1
     with threadpool_limits(threads):
-        t_nat = t_blas = t_ort = float("inf")
-        for _ in range(3):  # interleaved, so all see the same neighbours on the host
-            t_nat = min(t_nat, best(native, reps))
-            t_blas = min(t_blas, best(blas, reps))
-            if orts:
-                t_ort = min(t_ort, best(onnx, reps))
-    flop = 2.0 * m * k * n
-    return {"M": m, "K": k, "N": n, "threads": threads, "mode": mode, "native_gflops": flop / t_nat / 1e9,
-            "blas_gflops": flop / t_blas / 1e9, "ort_gflops": flop / t_ort / 1e9 if orts else None,
-            "native_us": t_nat * 1e6, "blas_us": t_blas * 1e6, "ort_us": t_ort * 1e6 if orts else None,
-            "rel_err": err}
+        return best(call, reps), err
+
+
+def _child(engine: str, cells, reps: int) -> None:
+    """``--child``: one engine over the cells (mode, threads, M, K, N), a JSON line each."""
+    for mode, threads, m, k, n in cells:
+        t, err = measure_one(engine, m, k, n, threads, reps, mode)
+        print(json.dumps({"cell": [mode, threads, m, k, n], "t": t, "err": err}), flush=True)
+
+
+def measure_all(cells, reps: int, rounds: int = 3) -> list:
+    """Every engine over the cells, each engine in its own process, engines alternating over
+    ``rounds`` (so all see the same moments of a shared host); per cell and engine the best time."""
+    spec = json.dumps(cells)
+    times: dict = {}
+    errs: dict = {}
+    for _ in range(rounds):
+        for engine in ENGINES:
+            out = subprocess.run([sys.executable, __file__, "--child", engine, spec, str(reps)], check=True,
+                                 capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                r = json.loads(line)
+                key = (tuple(r["cell"]), engine)
+                if r["t"] is not None:
+                    times[key] = min(times.get(key, float("inf")), r["t"])
+                errs[tuple(r["cell"])] = max(errs.get(tuple(r["cell"]), 0.0), r["err"])
+    rows = []
+    for cell in map(tuple, cells):
+        mode, threads, m, k, n = cell
+        flop = 2.0 * m * k * n
+        t_nat, t_blas, t_ort = (times.get((cell, e)) for e in ENGINES)
+        rows.append({"M": m, "K": k, "N": n, "threads": threads, "mode": mode, "native_gflops": flop / t_nat / 1e9,
+                     "blas_gflops": flop / t_blas / 1e9, "ort_gflops": flop / t_ort / 1e9 if t_ort else None,
+                     "native_us": t_nat * 1e6, "blas_us": t_blas * 1e6, "ort_us": t_ort * 1e6 if t_ort else None,
+                     "rel_err": errs.get(cell, 0.0)})
+    return rows
 
 
 def main(argv=None):
@@ -130,25 +165,19 @@ def main(argv=None):
     ap.add_argument("--png", default=None, help="the roofline picture (roofline_plot.py) of the stream rows")
     ap.add_argument("--reprobe", default=None, metavar="JSON",
                     help="no products: probe the roof again, keep the best with that file's, rewrite it (and --png)")
+    ap.add_argument("--child", nargs=3, metavar=("ENGINE", "CELLS", "REPS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.child:
+        return _child(args.child[0], json.loads(args.child[1]), int(args.child[2]))
     if args.reprobe:
         data = json.loads(Path(args.reprobe).read_text())
         return _report(data["rows"], data["roofline"], args.reprobe, args.png)
     shapes = MARIAN if not args.shapes else [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
+    cells = [[mode, threads, m, k, n] for mode in args.modes for threads in args.threads for k, n in shapes
+             for m in args.rows if not (mode == "hot" and n > 4096)]  # 119 MB: never hot
     roof = roofline()
     print(f"# {roof}", flush=True)
-    rows = []
-    print(HEADER)
-    for mode in args.modes:
-        for threads in args.threads:
-            for k, n in shapes:
-                for m in args.rows:
-                    if mode == "hot" and n > 4096:
-                        continue  # 119 MB: never hot
-                    r = measure(m, k, n, threads, args.reps, mode)
-                    r["bound"] = _bound(r, roof)
-                    rows.append(r)
-                    print(_line(r), flush=True)
+    rows = measure_all(cells, args.reps)
     return _report(rows, roof, args.json, args.png)
 
 

@@ -76,12 +76,14 @@ cdef class Program:
     # and alone (seconds), and its runs at 2+ threads (every 8th tries the other way)
     cdef readonly double mean_team, mean_solo
     cdef long long held_runs
+    cdef bint team_warm     # the next run completes a team try: with the team, timed
 
     def __cinit__(self):
         self.team_nt = 1
         self.team_nodes = 0
         self.mean_team = self.mean_solo = 0
         self.held_runs = 0
+        self.team_warm = 0
         self.code = NULL
         self.n = self.cap = 0
         self.bound = NULL
@@ -188,18 +190,24 @@ cdef class Program:
             self.raise_error()
 
     cdef int _hold_team(self, int nthreads) noexcept nogil:
-        """How this run goes: 1 with the team of two (native_team.h, taken here), 2 alone by choice
-        (timed, to compare), 0 alone (1 thread, nothing planned for the team, or the team is busy or
-        backing off). With 2+ threads the program uses whichever of team and alone has been faster
-        for it (a second core shared with other tenants of the host, or the two cores being threads
-        of one, can make the split slower than one thread), trying the other way every 8th run;
-        the first run goes alone. Alone, the worker is not woken."""
-        cdef int team
+        """How this run goes: 1 with the team of two (native_team.h, taken here), timed, 3 with the
+        team untimed, 2 alone by choice (timed, to compare), 0 alone (1 thread, nothing planned for
+        the team, or the team is busy or backing off). With 2+ threads the program uses whichever of
+        team and alone has been faster for it (a second core shared with other tenants of the host,
+        or the two cores being threads of one, can make the split slower than one thread), trying
+        the other way every 8th run; the first run goes alone. Alone, the worker is not woken, so it
+        sleeps by the time a short program tries the team again: a team try is two runs, the first
+        untimed (a worker woken from sleep on a VM, and its cold caches, made a 0.3 ms one-op program
+        look slower with the team, 2x faster when warm, than alone, so it never chose the team)."""
+        cdef int team, warm = 0
         sj_team_enter()
         if nthreads < 2 or self.team_nodes == 0:
             return 0
         self.held_runs += 1
-        if self.mean_solo == 0:
+        if self.team_warm:
+            self.team_warm = 0
+            team, warm = 1, 1
+        elif self.mean_solo == 0:
             team = 0
         elif self.mean_team == 0:
             team = 1
@@ -212,6 +220,9 @@ cdef class Program:
         if not sj_team_acquire():
             return 0
         self.team_nt = TEAM
+        if not warm and (self.mean_team == 0 or self.mean_team > self.mean_solo):
+            self.team_warm = 1  # a team try: this run wakes the worker, the next one is timed
+            return 3
         return 1
 
     cdef int _force_team(self, int nthreads, int want) noexcept nogil:
@@ -227,7 +238,7 @@ cdef class Program:
         cdef int rc
         cdef timespec t0, t1
         cdef double dt
-        if mode == 0:
+        if mode == 0 or mode == 3:
             return self._run(nthreads)
         clock_gettime(CLOCK_MONOTONIC, &t0)
         rc = self._run(nthreads)
@@ -242,7 +253,7 @@ cdef class Program:
         return rc
 
     cdef void _free_team(self, int held) noexcept nogil:
-        if held == 1:
+        if held == 1 or held == 3:
             self.team_nt = 1
             sj_team_release()
         sj_team_leave()
