@@ -30,8 +30,9 @@ typedef float SJ_NAME(pk_vu) __attribute__((vector_size(SJ_PK_VL * 4), aligned(4
 
 /* c[r, 0:TW] (ldc apart) = (acc ? c[r, :] : 0) + sum over k < kc of x[r, k] * b[k, 0:TW] (x[r, k] at
    x[k * mr + r] when packed, else at x[r * ldx + k]; b rows SJ_PANEL apart) for r < mr, + bias[0:TW]
-   when bias: mr accumulator pairs, one pair of b vectors per k. Inlined with a constant mr, so the accumulators are registers. pfb (when not NULL): the
-   start of this tile's share of the next panel, prefetched at pfs / 16 floats per k. */
+   when bias: mr accumulator pairs, one pair of b vectors per k. Inlined with a constant mr, so the
+   accumulators are registers. pfb (when not NULL): the start of this tile's share of the next
+   panel, prefetched at pfs / 16 floats per k, each line once. */
 static inline __attribute__((always_inline)) void SJ_NAME(pk_tile)(
     const int mr, const int packed, const float *x, ptrdiff_t ldx, const float *b, int kc, float *c,
     ptrdiff_t ldc, int acc, const float *bias, const float *pfb, int pfs) {
@@ -120,8 +121,8 @@ static void SJ_NAME(pk_pack_x)(const float *x, ptrdiff_t ldx, int mr, int kc, fl
    share of W of at least 2 MB (panels x K >= SJ_PK_PACK_KPANELS), x is packed per K block first
    (every row block's share side by side, in the thread's scratch): measured (1 thread, median of
    5 alternating runs) +7-15% at 64-256 rows for 512 x 2048, 2048 x 512 and 512 x 58101, nothing at
-   512 x 512 (1 MB: hot in L2), a loss at 128 x 256 (the copy, about a cycle per value, then weighs). Without
-   scratch, one row block at a time, K in blocks of at most SJ_PK_KSTACK, packed on the stack. The
+   512 x 512 (1 MB: hot in L2), a loss at 128 x 256 (the copy, about a cycle per value, then
+   weighs). Without scratch, one row block at a time, K in blocks of at most SJ_PK_KSTACK, packed on the stack. The
    sums are the same in every case: each output's FMA chain runs over k in order whatever the
    blocks, its partial sums kept in y between them. */
 #define SJ_PK_KSTACK 256

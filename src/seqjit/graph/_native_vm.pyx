@@ -462,12 +462,12 @@ def linear_isa(name=None) -> str:
     return _LINEAR_ISAS[sj_gemv_isa]
 
 
-
 def packed_scratch(on=True) -> None:
     """Let the packed linear (native_packed.h) pack x in its per-thread scratch (the default), or
     not (``on=False``: the path taken when no scratch can be allocated, one row block at a time
     on the stack), for tests of both paths."""
     global sj_pk_scratch_off
     sj_pk_scratch_off = 0 if on else 1
+
 
 include "_native_beam.pxi"

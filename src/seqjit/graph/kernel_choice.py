@@ -101,12 +101,12 @@ def _version() -> str:
     again, even at the same version (as during development, when the version does not move)."""
     from seqjit import __version__
 
-    from . import _native_vm
-
     try:
+        from . import _native_vm
+
         st = os.stat(_native_vm.__file__)
         return f"{__version__}+vm{st.st_size}.{st.st_mtime_ns}"
-    except (OSError, AttributeError, TypeError):
+    except (ImportError, OSError, AttributeError, TypeError):
         return __version__
 
 
