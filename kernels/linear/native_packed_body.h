@@ -17,12 +17,19 @@
    each row block a share of it, spread over its k loop: without it the first row block waited on
    memory and the others on nothing, so streaming and arithmetic did not overlap (16 x 512 x 2048
    from memory on a 2-core Xeon: 60 -> 83 GFLOP/s; next panel rather than 1 KB ahead, or into L1:
-   within noise at 16 rows, +10-20% at 64) */
-#define SJ_PK_DIST 1
+   within noise at 16 rows, +10-20% at 64). The k loop runs in groups of SJ_PK_KG steps, unrolled,
+   the share's lines for a group spread over its steps by tests on the unrolled step's constant
+   index: the earlier loop that issued "the lines reached by this k" branched unpredictably and cost
+   12-15% of the arithmetic with everything in L1 (12 x 256 x 32: 155 -> 184 GFLOP/s without it). */
 #define SJ_PK_HINT 2
-/* k rows of a panel chunk taken by every row block in turn: 128 x 128 B = 16 KB, in L1 with x's */
+#define SJ_PK_KG 8
+/* k rows of a panel chunk taken by every row block in turn: 256 x 128 B = 32 KB, in L1 (48 KB)
+   with one row block's x. With the grouped prefetch, against 128 and the per-k loop (C harness, 1
+   thread, Xeon of benchmarks/RESULTS.md, median of 5 alternating runs): 64 rows from memory
+   151 -> 170 GFLOP/s (512 x 512), 154 -> 161 (512 x 2048), 132 -> 155 (512 x 58101); 16 rows from
+   memory level, from L2 +5-10% */
 #ifndef SJ_PK_KL1
-#define SJ_PK_KL1 128
+#define SJ_PK_KL1 256
 #endif
 
 typedef float SJ_NAME(pk_v) __attribute__((vector_size(SJ_PK_VL * 4)));
@@ -32,10 +39,10 @@ typedef float SJ_NAME(pk_vu) __attribute__((vector_size(SJ_PK_VL * 4), aligned(4
    x[k * mr + r] when packed, else at x[r * ldx + k]; b rows SJ_PANEL apart) for r < mr, + bias[0:TW]
    when bias: mr accumulator pairs, one pair of b vectors per k. Inlined with a constant mr, so the
    accumulators are registers. pfb (when not NULL): the start of this tile's share of the next
-   panel, prefetched at pfs / 16 floats per k, each line once. */
+   panel, prefetched pfn lines (at most 2 * SJ_PK_KG) per group of SJ_PK_KG k, one or two a step. */
 static inline __attribute__((always_inline)) void SJ_NAME(pk_tile)(
     const int mr, const int packed, const float *x, ptrdiff_t ldx, const float *b, int kc, float *c,
-    ptrdiff_t ldc, int acc, const float *bias, const float *pfb, int pfs) {
+    ptrdiff_t ldc, int acc, const float *bias, const float *pfb, int pfn) {
     SJ_NAME(pk_v) c0[SJ_PK_MR], c1[SJ_PK_MR];
 #pragma GCC unroll 16
     for (int r = 0; r < mr; r++) {
@@ -47,17 +54,27 @@ static inline __attribute__((always_inline)) void SJ_NAME(pk_tile)(
             c1[r] = (SJ_NAME(pk_v)){0};
         }
     }
-    const float *pf = pfb; /* the next line of the share to prefetch */
-    ptrdiff_t pfe = 0;      /* the share's end so far, in 16ths of a float */
-    for (int k = 0; k < kc; k++, b += SJ_PANEL, x += packed ? mr : 1) {
-        const SJ_NAME(pk_v) b0 = *(const SJ_NAME(pk_v) *)b, b1 = *(const SJ_NAME(pk_v) *)(b + SJ_PK_VL);
-        if (pfb) { /* each line once: those the share reaches by the end of this k */
-            pfe += pfs;
-            while (pf < pfb + (pfe >> 4)) {
-                __builtin_prefetch(pf, 0, SJ_PK_HINT);
-                pf += 16;
+    const float *pf = pfb; /* the share's first line not yet prefetched */
+    int k = 0;
+    if (pfb)
+        for (; k + SJ_PK_KG <= kc; k += SJ_PK_KG, pf += 16 * pfn) {
+#pragma GCC unroll 8
+            for (int kg = 0; kg < SJ_PK_KG; kg++, b += SJ_PANEL, x += packed ? mr : 1) {
+                const SJ_NAME(pk_v) b0 = *(const SJ_NAME(pk_v) *)b, b1 = *(const SJ_NAME(pk_v) *)(b + SJ_PK_VL);
+                if (kg < pfn) /* kg is a constant in each unrolled step, pfn fixed for the call */
+                    __builtin_prefetch(pf + 16 * kg, 0, SJ_PK_HINT);
+                if (kg + SJ_PK_KG < pfn)
+                    __builtin_prefetch(pf + 16 * (kg + SJ_PK_KG), 0, SJ_PK_HINT);
+#pragma GCC unroll 16
+                for (int r = 0; r < mr; r++) {
+                    const float a = packed ? x[r] : x[r * ldx];
+                    c0[r] += a * b0;
+                    c1[r] += a * b1;
+                }
             }
         }
+    for (; k < kc; k++, b += SJ_PANEL, x += packed ? mr : 1) { /* the rest, or all without prefetch */
+        const SJ_NAME(pk_v) b0 = *(const SJ_NAME(pk_v) *)b, b1 = *(const SJ_NAME(pk_v) *)(b + SJ_PK_VL);
 #pragma GCC unroll 16
         for (int r = 0; r < mr; r++) {
             const float a = packed ? x[r] : x[r * ldx];
@@ -79,13 +96,13 @@ static inline __attribute__((always_inline)) void SJ_NAME(pk_tile)(
 /* pk_tile with mr a run-time value in [1, SJ_PK_MR] and x packed or not (ldx < 0: packed): one
    inlined copy per row count and form */
 static void SJ_NAME(pk_tile_rows)(int mr, const float *x, ptrdiff_t ldx, const float *b, int kc, float *c,
-                                  ptrdiff_t ldc, int acc, const float *bias, const float *pfb, int pfs) {
+                                  ptrdiff_t ldc, int acc, const float *bias, const float *pfb, int pfn) {
 #define SJ_PK_CASE(R)                                                                    \
     case R:                                                                              \
         if (ldx < 0)                                                                     \
-            SJ_NAME(pk_tile)(R, 1, x, 0, b, kc, c, ldc, acc, bias, pfb, pfs);            \
+            SJ_NAME(pk_tile)(R, 1, x, 0, b, kc, c, ldc, acc, bias, pfb, pfn);            \
         else                                                                             \
-            SJ_NAME(pk_tile)(R, 0, x, ldx, b, kc, c, ldc, acc, bias, pfb, pfs);          \
+            SJ_NAME(pk_tile)(R, 0, x, ldx, b, kc, c, ldc, acc, bias, pfb, pfn);          \
         return;
     switch (mr) {
         SJ_PK_CASE(1) SJ_PK_CASE(2) SJ_PK_CASE(3) SJ_PK_CASE(4) SJ_PK_CASE(5) SJ_PK_CASE(6)
@@ -150,9 +167,6 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
     for (int g0 = 0; g0 < nblocks; g0 += group) {
         const int g1 = g0 + group < nblocks ? g0 + group : nblocks;
         const int mg = g0 * base + (g0 < extra ? g0 : extra); /* first row of the group */
-        /* the next panel is prefetched while this one is computed: each row block a share, spread
-           over its k loop (pfs: floats per k, in 16ths) */
-        const int pfs = SJ_PANEL * 16 / (g1 - g0);
         for (int k0 = 0; k0 < K || k0 == 0; k0 += kcut) {
             const int kc = K - k0 < kcut ? K - k0 : kcut, first = k0 == 0, last = k0 + kc >= K;
             if (pack)
@@ -162,7 +176,11 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
 #define SJ_PK_X(m, mr, kk) (pack ? xp + (ptrdiff_t)((m) - mg) * kc + (ptrdiff_t)(kk) * (mr) : x + (m) * ldx + k0 + (kk))
             for (int p = p0; p < p1; p++) {
                 const float *panel = wp + ((ptrdiff_t)p * K + k0) * SJ_PANEL;
-                const float *next = panel + (ptrdiff_t)SJ_PK_DIST * K * SJ_PANEL;
+                /* the panel computed next: this K block's next one, else the next K block's first
+                   (without it, each K block of a cut K began waiting on memory), else none */
+                const float *next = p + 1 < p1 ? panel + (ptrdiff_t)K * SJ_PANEL
+                                    : !last  ? wp + ((ptrdiff_t)p0 * K + k0 + kc) * SJ_PANEL
+                                             : NULL;
                 for (int s = 0; s < SJ_PANEL; s += SJ_PK_TW) {
                     const int n = p * SJ_PANEL + s, nv = N - n < SJ_PK_TW ? N - n : SJ_PK_TW;
                     if (nv <= 0)
@@ -180,13 +198,16 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
                     const int kl = g1 - g0 > 1 ? SJ_PK_KL1 : kc;
                     for (int kk = 0; kk < kc; kk += kl) {
                         const int kn = kc - kk < kl ? kc - kk : kl, end = kk + kn == kc;
+                        /* the next panel's chunk is prefetched while this one is computed: each
+                           row block a share (cshare floats), pfn lines per group of SJ_PK_KG k */
                         const ptrdiff_t cshare = (ptrdiff_t)kn * SJ_PANEL / (g1 - g0);
+                        const int pfn = (int)(((cshare + 15) / 16 * SJ_PK_KG + kn - 1) / kn);
                         for (int i = g0, m = mg; i < g1; m += base + (i < extra), i++) {
                             const int mr = base + (i < extra);
-                            const float *pfb = s == 0 ? next + (ptrdiff_t)kk * SJ_PANEL + (i - g0) * cshare : NULL;
+                            const float *pfb = s == 0 && next ? next + (ptrdiff_t)kk * SJ_PANEL + (i - g0) * cshare : NULL;
                             SJ_NAME(pk_tile_rows)(mr, SJ_PK_X(m, mr, kk), xl, panel + s + (ptrdiff_t)kk * SJ_PANEL,
                                                   kn, y + m * ldy + n, ldy, !first || kk > 0, end ? bn : NULL,
-                                                  pfb, pfs);
+                                                  pfb, pfn);
                         }
                     }
                 }
@@ -201,6 +222,6 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
 #undef SJ_PK_VL
 #undef SJ_PK_MR
 #undef SJ_PK_TW
-#undef SJ_PK_DIST
 #undef SJ_PK_HINT
+#undef SJ_PK_KG
 #undef SJ_PK_KSTACK
