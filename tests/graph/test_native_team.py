@@ -101,3 +101,42 @@ def test_a_forced_team_mode_runs_with_or_without_the_team_and_gives_the_same_log
     assert alone_items == 0 and team_items > 0
     np.testing.assert_array_equal(alone, want)
     np.testing.assert_array_equal(team, want)
+
+
+def test_a_program_of_only_large_products_takes_the_team_at_two_threads(with_threads):
+    """A product of PARALLEL_MACS multiply-adds or more is planned for the run's threads (OpenMP);
+    at exactly 2 threads the team runs it (half the OpenMP time on a 2-core VM), so a program of
+    only such products (a one-op program, a beam-4 batch-16 decode step) holds the team too, and
+    gives the single-thread result bit for bit; at 3 threads it keeps OpenMP."""
+    import numpy as np
+
+    from seqjit.graph import Executor, GraphBuilder
+    from seqjit.graph.native_ops import PARALLEL_MACS
+
+    m, k, n = 40, 256, 2048  # 20.9M multiply-adds, a partial last row block, 64 panels
+    assert m * k * n >= PARALLEL_MACS
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    w = rng.standard_normal((n, k), dtype=np.float32)
+    g = GraphBuilder("wide")
+    g.output(g.op("linear", g.input("x", dtype="float"), g.constant("w", w)), name="y")
+    ex = Executor(g.build(), passes=(), replay="native")
+    native = ex.plan_for({"x": x}).native_replay({"x": x})
+    native.bind({"x": x})
+    prog = native.program
+    assert prog.team_nodes == 0 and prog.wide_team_nodes == 1
+
+    def run(nthreads, mode):
+        before = _native_vm.team_counts()[0]
+        prog.run(nthreads, mode)
+        return native.output("y").copy(), _native_vm.team_counts()[0] - before
+
+    _native_vm.team_forgive()
+    want, _ = with_threads(1, lambda: run(1, -1))
+    team, team_items = with_threads(2, lambda: run(2, 1))
+    _native_vm.team_forgive()
+    wide, wide_items = with_threads(3, lambda: run(3, 1))  # 3 threads: no team, even when asked
+    assert team_items == 1 and wide_items == 0
+    np.testing.assert_array_equal(team, want)
+    np.testing.assert_array_equal(wide, want)
+    np.testing.assert_allclose(want, x @ w.T, rtol=1e-4, atol=1e-3)  # against NumPy, not itself

@@ -72,6 +72,11 @@ cdef class Program:
     cdef object exc
     cdef int team_nt        # what a team-splittable instruction runs with: TEAM while held, else 1
     cdef readonly int team_nodes  # instructions planned for the team (threads == 2)
+    # instructions planned for the run's threads (threads == 0) that the team runs when a run has
+    # exactly 2: a one-op program of such a product (or a beam-4 batch-16 decode step, all of whose
+    # products are that large) held no team and ran them with OpenMP, at half the team's speed
+    # (64 x 512 x 512 from L2 at 2 threads, median: 128-143 GFLOP/s with OpenMP, 309 with the team)
+    cdef readonly int wide_team_nodes
     # whether the team pays for this program, measured: running means of its run time with the team
     # and alone (seconds), and its runs at 2+ threads (every 8th tries the other way)
     cdef readonly double mean_team, mean_solo
@@ -80,7 +85,7 @@ cdef class Program:
 
     def __cinit__(self):
         self.team_nt = 1
-        self.team_nodes = 0
+        self.team_nodes = self.wide_team_nodes = 0
         self.mean_team = self.mean_solo = 0
         self.held_runs = 0
         self.team_warm = 0
@@ -134,6 +139,8 @@ cdef class Program:
             ins.f[k] = v
         for k, slot, offset in inputs:
             self.patches[slot].append((self.n, k, offset))
+        if threads == 0 and takes_team(ins):  # after its operands: takes_team reads them
+            self.wide_team_nodes += 1
         self.refs.extend(keep)
         self.n += 1
         return self.n - 1
@@ -201,7 +208,7 @@ cdef class Program:
         look slower with the team, 2x faster when warm, than alone, so it never chose the team)."""
         cdef int team, warm = 0
         sj_team_enter()
-        if nthreads < 2 or self.team_nodes == 0:
+        if not self._team_pays(nthreads):
             return 0
         self.held_runs += 1
         if self.team_warm:
@@ -225,10 +232,15 @@ cdef class Program:
             return 3
         return 1
 
+    cdef inline bint _team_pays(self, int nthreads) noexcept nogil:
+        """Whether a run of ``nthreads`` has instructions for the team: planned for it, or, at exactly 2
+        threads, planned for the run's threads and taken by the team (_exec)."""
+        return nthreads >= 2 and (self.team_nodes > 0 or (nthreads == 2 and self.wide_team_nodes > 0))
+
     cdef int _force_team(self, int nthreads, int want) noexcept nogil:
         """_hold_team's mode without its choice: with the team when ``want`` (and it can be taken)."""
         sj_team_enter()
-        if want and nthreads >= 2 and self.team_nodes and sj_team_acquire():
+        if want and self._team_pays(nthreads) and sj_team_acquire():
             self.team_nt = TEAM
             return 1
         return 0
