@@ -140,3 +140,19 @@ def test_a_program_of_only_large_products_takes_the_team_at_two_threads(with_thr
     np.testing.assert_array_equal(team, want)
     np.testing.assert_array_equal(wide, want)
     np.testing.assert_allclose(want, x @ w.T, rtol=1e-4, atol=1e-3)  # against NumPy, not itself
+
+
+def test_beam_search_at_two_threads_splits_its_sources_and_equals_one_thread(tiny, with_threads, marian_sources):
+    """The native beam loop gives each step's per-source work (log-softmax, top-2K, advance) to the
+    team in two halves of the sources when the run holds it; every hypothesis and score equals the
+    single-thread search's (the Python reference's equality is tests/decoding/test_native_beam.py)."""
+    srcs = marian_sources(7, seed=4)  # an odd batch: halves of 4 and 3 sources, ended at different steps
+    opts = dict(max_length=12, beam_size=4, num_hypotheses=2, return_scores=True, max_batch_size=7)
+    one = with_threads(1, lambda: tiny.generate(srcs, **opts))
+    _native_vm.team_forgive()
+    before = _native_vm.team_counts()[0]
+    two = with_threads(2, lambda: [tiny.generate(srcs, **opts) for _ in range(3)])  # the first goes alone
+    assert _native_vm.team_counts()[0] > before
+    for got in two:
+        assert [r.ids for r in got] == [r.ids for r in one]
+        assert [r.scores for r in got] == [r.scores for r in one]

@@ -36,6 +36,69 @@ cdef void _reorder_rows(char* base, Py_ssize_t row_bytes, Py_ssize_t chunks, Py_
             n += 1
 
 
+cdef struct _BeamSources:
+    # one step's per-source work (log-softmax, processors, top-2K, advance) over sources [0, mid) as
+    # part 0 and [mid, S) as part 1, so a run holding the team of two splits it (each part its own
+    # candidate and history buffers and its own counts)
+    int S, K, V, mid, t, max_len, eos, min_length, start_id, ngram, nb, cur
+    Py_ssize_t ld, T, plane
+    float* lg
+    int64_t* runt
+    int64_t* fint
+    float* rsc
+    float* fsc
+    int64_t* fln
+    int32_t* fdn
+    int32_t* act
+    int64_t* bn
+    int64_t* pv
+    int64_t* parent
+    int64_t forced
+    float repetition_penalty, divisor
+    float* cand_s[2]
+    int64_t* cand_i[2]
+    float* hist[2]
+    int n_improvable[2]
+    int all_end[2]
+    int rc[2]
+    int nan_row[2]
+
+
+cdef void _beam_sources(void* ctx, int part) noexcept nogil:
+    """Part ``part`` of a step's per-source work (_BeamSources): the sources of one part touch only
+    their own rows of every array, so the two parts may run at once."""
+    cdef _BeamSources* j = <_BeamSources*>ctx
+    cdef int s, k, b, status, K = j.K
+    cdef Py_ssize_t T = j.T, plane = j.plane, ld = j.ld
+    cdef int s0 = 0 if part == 0 else j.mid, s1 = j.mid if part == 0 else j.S
+    j.n_improvable[part], j.all_end[part], j.rc[part], j.nan_row[part] = 0, 1, 0, 0
+    for s in range(s0, s1):
+        for k in range(K):
+            j.parent[s * K + k] = k
+        if not j.act[s]:
+            continue
+        for b in range(s * K, s * K + K):
+            if sj_log_softmax_row(j.lg + b * ld, j.V):
+                j.rc[part], j.nan_row[part] = ERR_NAN, b
+                return
+            sj_process_row(j.lg + b * ld, j.V, j.runt + j.cur * plane + b * T, j.t, j.start_id,
+                           j.repetition_penalty, j.ngram, j.eos, j.min_length, j.bn, j.nb, j.forced, j.hist[part])
+        sj_beam_topk_source(j.lg + s * K * ld, ld, K, j.V, j.rsc + s * K, 2 * K, j.cand_s[part], j.cand_i[part])
+        status = sj_beam_advance_source(
+            j.cand_s[part], j.cand_i[part], j.V, j.t, j.max_len, j.eos, j.divisor, K,
+            j.runt + j.cur * plane + s * K * T, j.runt + (1 - j.cur) * plane + s * K * T, j.rsc + s * K,
+            j.fint + j.cur * plane + s * K * T, j.fint + (1 - j.cur) * plane + s * K * T,
+            j.fln + s * K, j.fsc + s * K, j.fdn + s * K, j.parent + s * K, j.pv + s * K)
+        if not (status & 2):
+            j.all_end[part] = 0
+        if status & 1:
+            j.n_improvable[part] += 1
+        else:  # frozen: its finished hypotheses in both buffers, whichever ends up current
+            j.act[s] = 0
+            memcpy(j.fint + j.cur * plane + s * K * T, j.fint + (1 - j.cur) * plane + s * K * T,
+                   K * T * sizeof(int64_t))
+
+
 def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,
          tuple state, cnp.ndarray layout, cnp.ndarray run_tokens, cnp.ndarray run_scores,
          cnp.ndarray fin_tokens, cnp.ndarray fin_len, cnp.ndarray fin_scores, cnp.ndarray fin_done,
@@ -82,10 +145,10 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
         raise ValueError("layout must be int64 [len(state), 3]")
     cdef char** bases = <char**>malloc((n_state + 1) * sizeof(char*))
     cdef Py_ssize_t* row_bytes = <Py_ssize_t*>malloc((n_state + 1) * sizeof(Py_ssize_t))
-    cdef float* cand_s = <float*>malloc(2 * K * sizeof(float))
-    cdef int64_t* cand_i = <int64_t*>malloc(2 * K * sizeof(int64_t))
+    cdef float* cand_s = <float*>malloc(2 * 2 * K * sizeof(float))
+    cdef int64_t* cand_i = <int64_t*>malloc(2 * 2 * K * sizeof(int64_t))
     cdef int64_t* parent = <int64_t*>malloc(<Py_ssize_t>S * K * sizeof(int64_t))
-    cdef float* hist = <float*>malloc((T + 2) * sizeof(float))
+    cdef float* hist = <float*>malloc(2 * (T + 2) * sizeof(float))
     if not (bases and row_bytes and cand_s and cand_i and parent and hist):
         free(bases); free(row_bytes); free(cand_s); free(cand_i); free(parent); free(hist)
         raise MemoryError()
@@ -93,9 +156,15 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
         arr = <cnp.ndarray>state[i]
         bases[i] = <char*>cnp.PyArray_DATA(arr)
         row_bytes[i] = arr.strides[0]
-    cdef int t = t0, s, k, b, status, rc = 0, team, n_improvable, all_end, finished = 0, nan_row = 0
-    cdef float divisor
+    cdef int t = t0, s, rc = 0, team, n_improvable, all_end, finished = 0, nan_row = 0, part
     cdef Py_ssize_t used
+    cdef _BeamSources job
+    job.S, job.K, job.V, job.mid, job.max_len, job.eos, job.min_length = S, K, V, (S + 1) // 2, max_len, eos, min_length
+    job.start_id, job.ngram, job.nb, job.ld, job.T, job.plane = start_id, ngram, nb, ld, T, plane
+    job.lg, job.runt, job.fint, job.rsc, job.fsc, job.fln, job.fdn = lg, runt, fint, rsc, fsc, fln, fdn
+    job.act, job.bn, job.pv, job.parent, job.repetition_penalty = act, bn, pv, parent, <float>repetition_penalty
+    for part in range(2):
+        job.cand_s[part], job.cand_i[part], job.hist[part] = cand_s + part * 2 * K, cand_i + part * 2 * K, hist + part * (T + 2)
     with nogil:
         team = step._hold_team(nthreads)
         writeback.team_nt = step.team_nt
@@ -103,38 +172,18 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
             rc = step._run_held(nthreads, team)
             if rc:
                 break
-            divisor = <float>pow(<double>(t + 1), length_penalty)
-            n_improvable = 0
-            all_end = 1
-            for s in range(S):
-                for k in range(K):
-                    parent[s * K + k] = k
-                if not act[s]:
-                    continue
-                for b in range(s * K, s * K + K):
-                    if sj_log_softmax_row(lg + b * ld, V):
-                        rc, nan_row = ERR_NAN, b
-                        break
-                    sj_process_row(lg + b * ld, V, runt + cur * plane + b * T, t, start_id,
-                                   <float>repetition_penalty, ngram, eos, min_length, bn, nb,
-                                   forced_eos if (t == max_len - 1 and forced_eos >= 0) else (forced_bos if t == 0 else -1),
-                                   hist)
-                if rc:
-                    break
-                sj_beam_topk_source(lg + s * K * ld, ld, K, V, rsc + s * K, 2 * K, cand_s, cand_i)
-                status = sj_beam_advance_source(
-                    cand_s, cand_i, V, t, max_len, eos, divisor, K,
-                    runt + cur * plane + s * K * T, runt + (1 - cur) * plane + s * K * T, rsc + s * K,
-                    fint + cur * plane + s * K * T, fint + (1 - cur) * plane + s * K * T,
-                    fln + s * K, fsc + s * K, fdn + s * K, parent + s * K, pv + s * K)
-                if not (status & 2):
-                    all_end = 0
-                if status & 1:
-                    n_improvable += 1
-                else:  # frozen: its finished hypotheses in both buffers, whichever ends up current
-                    act[s] = 0
-                    memcpy(fint + cur * plane + s * K * T, fint + (1 - cur) * plane + s * K * T,
-                           K * T * sizeof(int64_t))
+            job.t, job.cur, job.divisor = t, cur, <float>pow(<double>(t + 1), length_penalty)
+            job.forced = forced_eos if (t == max_len - 1 and forced_eos >= 0) else (forced_bos if t == 0 else -1)
+            if step.team_nt == TEAM and S > 1:  # the run holds the team: the sources in two halves
+                sj_team_run(_beam_sources, &job)
+            else:
+                _beam_sources(&job, 0)
+                _beam_sources(&job, 1)
+            n_improvable = job.n_improvable[0] + job.n_improvable[1]
+            all_end = job.all_end[0] and job.all_end[1]
+            for part in range(2):  # the first NaN row in source order, as one thread would stop at
+                if job.rc[part] and not rc:
+                    rc, nan_row = job.rc[part], job.nan_row[part]
             if rc:
                 break
             cur = 1 - cur
