@@ -1,5 +1,5 @@
-/* float32 activations, recurrent gate rows, attention softmax rows (with an additive bias too),
-   layer-norm and RMS-norm rows and elementwise products for the
+/* float32 activations, recurrent gate rows, attention softmax rows (with an additive bias too), the
+   beam step's log-softmax rows, layer-norm and RMS-norm rows and elementwise products for the
    native replay (seqjit.graph._native_vm), compiled for AVX-512, AVX2 + FMA and the baseline (the
    row loops vectorise: 16, 8 or 4 lanes) and picked at run time by CPU features (the dispatch of
    linear/native_gemv.h). Cython's own loops in this module are compiled for the baseline only
@@ -43,6 +43,18 @@ static void sj_softmax_bias_row(float *s, const float *bias, int n, float scale)
 
 static void sj_rms_norm_row(const float *x, float *y, int D, const float *g, double eps) {
     SJ_DISPATCH(rms_norm_row, x, y, D, g, eps);
+}
+
+/* 1 when the row holds NaN (see the body) */
+static int sj_log_softmax_f32(float *s, ptrdiff_t n) {
+#if defined(__GNUC__) && defined(__x86_64__)
+    const int isa = sj_gemv_pick();
+    if (isa == 2)
+        return sj_log_softmax_f32_avx512(s, n);
+    if (isa == 1)
+        return sj_log_softmax_f32_avx2(s, n);
+#endif
+    return sj_log_softmax_f32_base(s, n);
 }
 
 static void sj_mul_row(const float *a, const float *b, float *y, ptrdiff_t n) { SJ_DISPATCH(mul_row, a, b, y, n); }

@@ -98,6 +98,55 @@ static void SJ_NAME(softmax_row)(float *s, int n, float scale) {
     for (int j = 0; j < n; j++) s[j] *= inv;
 }
 
+/* log-softmax of s[0:n] in place (kernels/beam/_native.pxi: sj_log_softmax_row, the beam step's
+   row of up to 250k logits, where the Cython loop's scalar exp and its float64 sum, one long chain,
+   cost as much as the decoder step): returns 1 (row untouched) when it holds NaN; +inf entries
+   share probability one; else s = (s - max) - log(sum exp(s - max)) (max 0 for a row of only
+   -inf, which becomes NaN, as in seqjit.decoding.processors.log_softmax), the sum in float64 over 8
+   independent lanes. Max and NaN test over 16 lanes. */
+static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
+    float top16[16];
+    int nan16[16];
+    for (int j = 0; j < 16; j++) top16[j] = -__builtin_inff(), nan16[j] = 0;
+    const ptrdiff_t n16 = n - n % 16;
+    for (ptrdiff_t i = 0; i < n16; i += 16)
+        for (int j = 0; j < 16; j++) {
+            const float x = s[i + j];
+            nan16[j] |= x != x;
+            top16[j] = x > top16[j] ? x : top16[j];
+        }
+    float top = -__builtin_inff();
+    int nan = 0;
+    for (ptrdiff_t i = n16; i < n; i++) {
+        nan |= s[i] != s[i];
+        top = s[i] > top ? s[i] : top;
+    }
+    for (int j = 0; j < 16; j++) {
+        nan |= nan16[j];
+        top = top16[j] > top ? top16[j] : top;
+    }
+    if (nan)
+        return 1;
+    if (top == __builtin_inff()) {
+        ptrdiff_t n_inf = 0;
+        for (ptrdiff_t i = 0; i < n; i++) n_inf += s[i] == __builtin_inff();
+        const float lse = __builtin_logf((float)n_inf);
+        for (ptrdiff_t i = 0; i < n; i++) s[i] = s[i] == __builtin_inff() ? -lse : -__builtin_inff();
+        return 0;
+    }
+    if (top == -__builtin_inff())
+        top = 0.0f;
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const ptrdiff_t n8 = n - n % 8;
+    for (ptrdiff_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (double)SJ_NAME(exp)(s[i + j] - top);
+    for (ptrdiff_t i = n8; i < n; i++) acc[0] += (double)SJ_NAME(exp)(s[i] - top);
+    const double total = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    const float lse = total > 0 ? __builtin_logf((float)total) : -__builtin_inff();
+    for (ptrdiff_t i = 0; i < n; i++) s[i] = (s[i] - top) - lse;
+    return 0;
+}
+
 /* layer_norm of one row: mean and variance in float64 over 8 independent lanes (as the reference
    computes them in float64), then y = (x - mean) * rsqrt(var + eps) (* g) (+ b) in float32 */
 static void SJ_NAME(layer_norm_row)(const float *x, float *y, int D, const float *g, const float *b, double eps) {

@@ -36,6 +36,16 @@ cdef void _reorder_rows(char* base, Py_ssize_t row_bytes, Py_ssize_t chunks, Py_
             n += 1
 
 
+def log_softmax_rows(cnp.ndarray x):
+    """Each row of ``x`` (float32 [R, V], C-contiguous) to its log-softmax in place, by the beam
+    step's kernel (for tests); returns the indices of the rows holding NaN, left untouched."""
+    if x.ndim != 2 or x.dtype.num != cnp.NPY_FLOAT32 or not x.flags.c_contiguous:
+        raise ValueError("x must be a C-contiguous float32 [R, V] array")
+    cdef float* p = <float*>cnp.PyArray_DATA(x)
+    cdef Py_ssize_t r, R = x.shape[0], V = x.shape[1]
+    return [r for r in range(R) if sj_log_softmax_row(p + r * V, V)]
+
+
 cdef struct _BeamSources:
     # one step's per-source work (log-softmax, processors, top-2K, advance) over sources [0, mid) as
     # part 0 and [mid, S) as part 1, so a run holding the team of two splits it (each part its own

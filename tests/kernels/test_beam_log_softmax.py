@@ -1,0 +1,49 @@
+"""The native beam step's log-softmax row (kernels/activations/native_act_body.h: log_softmax_f32,
+through ``_native_vm.log_softmax_rows``) against NumPy's float64 log-softmax, on each instruction-set
+variant: lengths around the 16- and 8-lane blocks and -inf entries; and on special rows against the
+Python decoding loop's log-softmax (seqjit.decoding.processors): +inf entries sharing probability
+one, a row of only -inf, a NaN row reported and left untouched."""
+import numpy as np
+import pytest
+
+from seqjit.decoding import processors
+from seqjit.graph import _native_vm
+
+
+def _reference(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    m = x.max(axis=1, keepdims=True)
+    return x - m - np.log(np.exp(x - m).sum(axis=1, keepdims=True))
+
+
+@pytest.mark.parametrize("v", [1, 7, 8, 15, 16, 17, 33, 1000, 58101])
+def test_matches_float64_numpy(isa, v):
+    rng = np.random.default_rng(v)
+    x = (rng.standard_normal((3, v)) * 4).astype(np.float32)
+    x[1, :: max(2, v // 5)] = -np.inf  # some tokens banned, never all
+    if v == 1:
+        x[1, 0] = 1.5
+    want = _reference(x)
+    got = x.copy()
+    assert _native_vm.log_softmax_rows(got) == []
+    finite = np.isfinite(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=2e-6, atol=2e-6)
+    assert np.array_equal(np.isneginf(got), np.isneginf(want))
+
+
+def test_special_rows(isa):
+    v = 37
+    x = np.zeros((4, v), np.float32)
+    x[0, [3, 20, 36]] = np.inf  # +inf: those three share probability one
+    x[1, 5] = np.nan            # NaN: reported, untouched
+    x[2] = -np.inf              # only -inf
+    x[3, 10] = 2.0              # an ordinary row last
+    before = x.copy()
+    assert _native_vm.log_softmax_rows(x) == [1]
+    with np.errstate(invalid="ignore"):  # the row of only -inf: (-inf) - (-inf)
+        want = processors.log_softmax(before[[0, 2, 3]])  # the Python decoding loop's (NumPy)
+    np.testing.assert_array_equal(x[0], want[0])
+    np.testing.assert_array_equal(x[1], before[1])
+    np.testing.assert_array_equal(x[2], want[1])  # NaN where the Python loop has NaN
+    np.testing.assert_allclose(x[3], want[2], rtol=2e-6, atol=2e-6)
+    np.testing.assert_allclose(x[3], _reference(before[3:4])[0], rtol=2e-6, atol=2e-6)
