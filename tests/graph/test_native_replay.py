@@ -321,6 +321,41 @@ def test_int8_model_native_equals_python(model_pairs):
     assert native_plan and all(kind == "native" for _, _, kind in native_plan.low.labels)
 
 
+def test_a_large_float32_model_splits_only_into_parts_of_enough_step_rows(model_pairs, monkeypatch):
+    """A float32 model of STREAMED_WEIGHT_BYTES or more splits a batch only into parts of at least
+    SPLIT_MIN_STEP_ROWS step rows (sources x beams): greedy batch 16 stays one part (the team of two
+    splits its products), beam 4 batch 16 splits in two; a small model, or an int8 one, keeps
+    SPLIT_MIN_ROWS sources."""
+    import seqjit
+    from seqjit.decoding import api, strategy
+    from seqjit.decoding.inputs import parse_options
+
+    _, native, _, _ = model_pairs[0]
+    lens = np.arange(16, 0, -1)
+    order = np.arange(16)
+    before = seqjit.get_num_threads()
+    try:
+        seqjit.set_num_threads(2)
+
+        def n_parts(model, **kw):
+            opts = parse_options(dict(max_length=12, **kw))
+            choice = strategy.choose(model, opts, rows=16)
+            assert choice.path == "native", choice.why
+            model.__dict__.pop("_split_streamed", None)
+            return len(api._parts(model, choice, order, lens, opts))
+
+        small = sum(a.nbytes for a in native.weights.values())
+        assert small < api.STREAMED_WEIGHT_BYTES
+        assert n_parts(native) == 2 and n_parts(native, beam_size=4) == 2
+        monkeypatch.setattr(api, "STREAMED_WEIGHT_BYTES", small)  # as if it streamed from memory
+        assert n_parts(native) == 1 and n_parts(native, beam_size=4) == 2
+        int8 = seqjit.quantize(native, "int8")
+        assert n_parts(int8) == 2
+    finally:
+        seqjit.set_num_threads(before)
+        native.__dict__.pop("_split_streamed", None)
+
+
 def test_batches_split_over_threads_equal_one_thread(model_pairs):
     """With 2 threads a batch of 24 decodes as parts on two threads; the results are the same."""
     import seqjit
@@ -337,7 +372,7 @@ def test_batches_split_over_threads_equal_one_thread(model_pairs):
         opts = parse_options(dict(max_length=12))
         choice = strategy.choose(native, opts, rows=len(sources))
         assert choice.path == "native", choice.why
-        parts = api._parts(choice, order, lens, opts)
+        parts = api._parts(native, choice, order, lens, opts)
         assert len(parts) == 2 and min(len(p) for p in parts) >= api.SPLIT_MIN_ROWS
         assert np.array_equal(np.concatenate(parts), order)
         split = native.generate(sources, max_length=12, return_scores=True)

@@ -93,7 +93,7 @@ def decode(model, sources, arguments: dict, unknown: dict) -> list:
     results: list = [None] * ids.shape[0]
     for start in range(0, order.shape[0], max_batch_size):
         chunk = order[start:start + max_batch_size]
-        parts = _parts(choice, chunk, lens, opts)
+        parts = _parts(model, choice, chunk, lens, opts)
         if len(parts) == 1:
             batch_results = _decode_rows(model, ids, lens, chunk, opts, callback, choice)
         else:
@@ -107,6 +107,15 @@ def decode(model, sources, arguments: dict, unknown: dict) -> list:
 #: least this many sources, each part decoded on its own thread with its own plans (no synchronisation
 #: between them: a busy core slows its part only, where per-node threads would wait for it)
 SPLIT_MIN_ROWS = 8
+#: a float32 model of at least this many weight bytes reads its weights from memory every decoder
+#: step; it is split only into parts of at least SPLIT_MIN_STEP_ROWS step rows (sources x beams):
+#: two parts each read every weight every step, where one part whose products the team of two
+#: splits by columns reads it once, so at few rows (memory-bound) one part is faster (Marian
+#: opus-mt size, greedy batch 16 at 2 threads on a 2-core Xeon: 767-772 tok/s in two parts, 898-934
+#: in one); an int8 model's products of more than 4 rows do not take the team, so it keeps
+#: SPLIT_MIN_ROWS (int8 greedy batch 16: 2,144-2,266 tok/s in two parts, 1,254-1,338 in one)
+STREAMED_WEIGHT_BYTES = 16 << 20
+SPLIT_MIN_STEP_ROWS = 32
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -124,18 +133,33 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
-def _parts(choice: Choice, rows: np.ndarray, lens: np.ndarray, opts) -> list:
+def _parts(model, choice: Choice, rows: np.ndarray, lens: np.ndarray, opts) -> list:
     """``rows`` (sorted by source length, longest first) cut into parts of about equal work (each
     row weighs its source length plus max_length: encoder and decoder steps); contiguous in length,
-    so each part pads little. Only a native decode is split (:data:`SPLIT_MIN_ROWS` rows a part at least)."""
+    so each part pads little. Only a native decode is split (:func:`_least_part` rows a part at least)."""
     threads = get_num_threads()
-    count = min(threads, rows.shape[0] // SPLIT_MIN_ROWS)
+    least = _least_part(model, opts)
+    count = min(threads, rows.shape[0] // least)
     if count < 2 or choice.path != NATIVE:
         return [rows]
     work = np.cumsum(lens[rows] + opts.max_length)
     cuts = np.searchsorted(work, work[-1] * np.arange(1, count) / count)
-    cuts = np.clip(cuts, SPLIT_MIN_ROWS * np.arange(1, count), rows.shape[0] - SPLIT_MIN_ROWS * np.arange(count - 1, 0, -1))
+    cuts = np.clip(cuts, least * np.arange(1, count), rows.shape[0] - least * np.arange(count - 1, 0, -1))
     return np.split(rows, cuts)
+
+
+def _least_part(model, opts) -> int:
+    """The fewest sources a part of a split batch has: SPLIT_MIN_ROWS, or for a float32 model of
+    STREAMED_WEIGHT_BYTES or more, enough for SPLIT_MIN_STEP_ROWS step rows."""
+    streamed = model.__dict__.get("_split_streamed")
+    if streamed is None:  # weighed once per model
+        weights = getattr(model, "weights", None) or {}
+        big = sum(int(getattr(a, "nbytes", 0)) for a in weights.values()) >= STREAMED_WEIGHT_BYTES
+        int8 = any(getattr(a, "dtype", None) == np.int8 for a in weights.values())
+        streamed = model.__dict__.setdefault("_split_streamed", big and not int8)
+    if not streamed:
+        return SPLIT_MIN_ROWS
+    return max(SPLIT_MIN_ROWS, -(-SPLIT_MIN_STEP_ROWS // opts.beam_size))
 
 
 _pools_lock = threading.Lock()
