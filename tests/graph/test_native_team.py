@@ -106,7 +106,7 @@ def test_a_forced_team_mode_runs_with_or_without_the_team_and_gives_the_same_log
 def test_a_program_of_only_large_products_takes_the_team_at_two_threads(with_threads):
     """A product of PARALLEL_MACS multiply-adds or more is planned for the run's threads (OpenMP);
     at exactly 2 threads the team runs it (half the OpenMP time on a 2-core VM), so a program of
-    only such products (a one-op program, a beam-4 batch-16 decode step) holds the team too, and
+    only such products (a one-op program, a 64-row decode step) holds the team too, and
     gives the single-thread result bit for bit; at 3 threads it keeps OpenMP."""
     import numpy as np
 

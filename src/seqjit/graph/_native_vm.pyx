@@ -73,8 +73,8 @@ cdef class Program:
     cdef int team_nt        # what a team-splittable instruction runs with: TEAM while held, else 1
     cdef readonly int team_nodes  # instructions planned for the team (threads == 2)
     # instructions planned for the run's threads (threads == 0) that the team runs when a run has
-    # exactly 2: a one-op program of such a product (or a beam-4 batch-16 decode step, all of whose
-    # products are that large) held no team and ran them with OpenMP, at half the team's speed
+    # exactly 2: a one-op program of such a product (or a 64-row decode step, all of whose products
+    # are that large) held no team and ran them with OpenMP, at half the team's speed
     # (64 x 512 x 512 from L2 at 2 threads, median: 128-143 GFLOP/s with OpenMP, 309 with the team)
     cdef readonly int wide_team_nodes
     # whether the team pays for this program, measured: running means of its run time with the team
