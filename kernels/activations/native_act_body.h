@@ -147,6 +147,28 @@ static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
     return 0;
 }
 
+/* log(sum exp(s - top)) over s[0:n], top = max(s) (written to *top): the log-probability
+   normaliser of a decode step's logits row (_native_sampling.pxi, greedy and sampling with scores),
+   the sum in float64 over 8 lanes, max over 16 (the Cython loop before: a scalar exp per logit in one
+   float64 chain, 5.6 ms a step for 16 rows of 58101 logits) */
+static double SJ_NAME(lse_f32)(const float *s, ptrdiff_t n, float *top) {
+    float top16[16];
+    for (int j = 0; j < 16; j++) top16[j] = -__builtin_inff();
+    const ptrdiff_t n16 = n - n % 16;
+    for (ptrdiff_t i = 0; i < n16; i += 16)
+        for (int j = 0; j < 16; j++) top16[j] = s[i + j] > top16[j] ? s[i + j] : top16[j];
+    float m = -__builtin_inff();
+    for (ptrdiff_t i = n16; i < n; i++) m = s[i] > m ? s[i] : m;
+    for (int j = 0; j < 16; j++) m = top16[j] > m ? top16[j] : m;
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const ptrdiff_t n8 = n - n % 8;
+    for (ptrdiff_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (double)SJ_NAME(exp)(s[i + j] - m);
+    for (ptrdiff_t i = n8; i < n; i++) acc[0] += (double)SJ_NAME(exp)(s[i] - m);
+    *top = m;
+    return __builtin_log(((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+}
+
 /* layer_norm of one row: mean and variance in float64 over 8 independent lanes (as the reference
    computes them in float64), then y = (x - mean) * rsqrt(var + eps) (* g) (+ b) in float32 */
 static void SJ_NAME(layer_norm_row)(const float *x, float *y, int D, const float *g, const float *b, double eps) {

@@ -24,6 +24,7 @@ cdef extern from "activations/native_act.h" nogil:
     void sj_softmax_bias_row(float *s, const float *bias, int n, float scale)
     void sj_rms_norm_row(const float *x, float *y, int D, const float *g, double eps)
     void sj_mul_row(const float *a, const float *b, float *y, Py_ssize_t n)
+    double sj_lse_f32(const float* s, Py_ssize_t n, float* top)  # log(sum exp(s - max)); *top = max
 
 cdef extern from "linear/native_gemv.h" nogil:
     int SJ_GEMV_MAX_ROWS

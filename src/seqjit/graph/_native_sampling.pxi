@@ -55,7 +55,7 @@ cdef Py_ssize_t _choose(float* row, int V, int t, int64_t source, const SjChoice
     cdef Py_ssize_t best, v
     cdef int k
     cdef float top, x
-    cdef double total
+    cdef double lse
     top = -INFINITY
     for v in range(V):
         x = row[v]
@@ -77,15 +77,9 @@ cdef Py_ssize_t _choose(float* row, int V, int t, int64_t source, const SjChoice
                 best, top = v, row[v]
     else:
         best = sj_sample_row(row, V, o.temperature, o.topk, o.topp, sj_philox_uniform(o.seed, source, t), cand, buf)
-    if logp != NULL:
-        top = row[0]
-        for v in range(V):
-            if row[v] > top:
-                top = row[v]
-        total = 0
-        for v in range(V):
-            total += exp_f32(row[v] - top)
-        logp[0] += (row[best] - top) - log(total)
+    if logp != NULL:  # the row's normaliser, compiled per instruction set (linear/_native.pxi)
+        lse = sj_lse_f32(row, V, &top)
+        logp[0] += (row[best] - top) - lse
     return best
 
 

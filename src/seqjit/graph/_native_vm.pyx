@@ -407,14 +407,13 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     break
                 if sc != NULL:
                     top = row[best]
-                    total = 0
                     if top == INFINITY:  # +inf entries share probability one (processors._certain)
+                        total = 0
                         for v in range(V):
                             total += row[v] == INFINITY
-                    else:
-                        for v in range(V):
-                            total += exp_f32(row[v] - top)
-                    sc[b] += -log(total)
+                        sc[b] += -log(total)
+                    else:  # row[best] is the max: its log-probability is -log(sum exp(row - max))
+                        sc[b] += -sj_lse_f32(row, V, &top)
                 out[b * T + t] = best
                 pv[b] = best
                 if best == eos or t + 1 == T:
