@@ -292,6 +292,21 @@ def sample_rows(scores, double temperature, Py_ssize_t topk, double topp, unsign
     return out
 
 
+def log_sum_exp_rows(cnp.ndarray x):
+    """(log(sum exp(row - max)) as float64 [R], max as float32 [R]) of each row of ``x`` (float32
+    [R, V], C-contiguous): the scores' normaliser of the greedy and sampling loops, for tests."""
+    if x.ndim != 2 or x.dtype.num != cnp.NPY_FLOAT32 or not x.flags.c_contiguous:
+        raise ValueError("x must be a C-contiguous float32 [R, V] array")
+    cdef Py_ssize_t r, R = x.shape[0], V = x.shape[1]
+    lse, top = np.empty(R, np.float64), np.empty(R, np.float32)
+    cdef double[::1] lv = lse
+    cdef float[::1] tv = top
+    cdef float* p = <float*>cnp.PyArray_DATA(x)
+    for r in range(R):
+        lv[r] = sj_lse_f32(p + r * V, V, &tv[r])
+    return lse, top
+
+
 def philox_uniforms(unsigned long long seed, sources, long long step):
     """float64 [R]: the draw of each source row in ``sources`` at ``step`` (native_philox.h)."""
     cdef cnp.ndarray rows = np.ascontiguousarray(sources, dtype=np.int64)

@@ -1,8 +1,9 @@
-"""The native beam step's log-softmax row (kernels/activations/native_act_body.h: log_softmax_f32,
-through ``_native_vm.log_softmax_rows``) against NumPy's float64 log-softmax, on each instruction-set
-variant: lengths around the 16- and 8-lane blocks and -inf entries; and on special rows against the
-Python decoding loop's log-softmax (seqjit.decoding.processors): +inf entries sharing probability
-one, a row of only -inf, a NaN row reported and left untouched."""
+"""The native decode loops' log-softmax kernels, on each instruction-set variant, against NumPy's
+float64 log-softmax: the beam step's row (kernels/activations/native_act_body.h: log_softmax_f32,
+through ``_native_vm.log_softmax_rows``) at lengths around the 16- and 8-lane blocks with -inf
+entries, and on special rows against the Python decoding loop's log-softmax
+(seqjit.decoding.processors): +inf entries sharing probability one, a row of only -inf, a NaN row
+reported and left untouched; and the greedy and sampling loops' score normaliser (lse_f32)."""
 import numpy as np
 import pytest
 
@@ -47,3 +48,18 @@ def test_special_rows(isa):
     np.testing.assert_array_equal(x[2], want[1])  # NaN where the Python loop has NaN
     np.testing.assert_allclose(x[3], want[2], rtol=2e-6, atol=2e-6)
     np.testing.assert_allclose(x[3], _reference(before[3:4])[0], rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("v", [1, 7, 8, 15, 16, 17, 1000, 58101])
+def test_scores_normaliser_matches_float64_numpy(isa, v):
+    """The greedy and sampling loops' log(sum exp(row - max)) (activations/native_act_body.h:
+    lse_f32, through ``_native_vm.log_sum_exp_rows``), -inf entries included."""
+    rng = np.random.default_rng(100 + v)
+    x = (rng.standard_normal((3, v)) * 4).astype(np.float32)
+    x[1, :: max(2, v // 5)] = -np.inf
+    if v == 1:
+        x[1, 0] = -2.5
+    lse, top = _native_vm.log_sum_exp_rows(x)
+    m = x.astype(np.float64).max(axis=1)
+    np.testing.assert_array_equal(top, x.max(axis=1))
+    np.testing.assert_allclose(lse, np.log(np.exp(x - m[:, None]).sum(axis=1)), rtol=1e-6, atol=1e-6)
