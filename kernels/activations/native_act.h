@@ -46,27 +46,9 @@ static void sj_rms_norm_row(const float *x, float *y, int D, const float *g, dou
 }
 
 /* 1 when the row holds NaN (see the body) */
-static int sj_log_softmax_f32(float *s, ptrdiff_t n) {
-#if defined(__GNUC__) && defined(__x86_64__)
-    const int isa = sj_gemv_pick();
-    if (isa == 2)
-        return sj_log_softmax_f32_avx512(s, n);
-    if (isa == 1)
-        return sj_log_softmax_f32_avx2(s, n);
-#endif
-    return sj_log_softmax_f32_base(s, n);
-}
+static int sj_log_softmax_f32(float *s, ptrdiff_t n) { return SJ_DISPATCH_VALUE(log_softmax_f32, s, n); }
 
-static double sj_lse_f32(const float *s, ptrdiff_t n, float *top) {
-#if defined(__GNUC__) && defined(__x86_64__)
-    const int isa = sj_gemv_pick();
-    if (isa == 2)
-        return sj_lse_f32_avx512(s, n, top);
-    if (isa == 1)
-        return sj_lse_f32_avx2(s, n, top);
-#endif
-    return sj_lse_f32_base(s, n, top);
-}
+static double sj_lse_f32(const float *s, ptrdiff_t n, float *top) { return SJ_DISPATCH_VALUE(lse_f32, s, n, top); }
 
 static void sj_mul_row(const float *a, const float *b, float *y, ptrdiff_t n) { SJ_DISPATCH(mul_row, a, b, y, n); }
 #endif

@@ -98,12 +98,21 @@ static void SJ_NAME(softmax_row)(float *s, int n, float scale) {
     for (int j = 0; j < n; j++) s[j] *= inv;
 }
 
+/* sum of exp(s[i] - top) over s[0:n] in float64, over 8 independent lanes (log_softmax_f32, lse_f32) */
+static inline __attribute__((always_inline)) double SJ_NAME(sum_exp_f64)(const float *s, ptrdiff_t n, float top) {
+    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    const ptrdiff_t n8 = n - n % 8;
+    for (ptrdiff_t i = 0; i < n8; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += (double)SJ_NAME(exp)(s[i + j] - top);
+    for (ptrdiff_t i = n8; i < n; i++) acc[0] += (double)SJ_NAME(exp)(s[i] - top);
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
 /* log-softmax of s[0:n] in place (kernels/beam/_native.pxi: sj_log_softmax_row, the beam step's
    row of up to 250k logits, where the Cython loop's scalar exp and its float64 sum, one long chain,
    cost as much as the decoder step): returns 1 (row untouched) when it holds NaN; +inf entries
    share probability one; else s = (s - max) - log(sum exp(s - max)) (max 0 for a row of only
-   -inf, which becomes NaN, as in seqjit.decoding.processors.log_softmax), the sum in float64 over 8
-   independent lanes. Max and NaN test over 16 lanes. */
+   -inf, which becomes NaN, as in seqjit.decoding.processors.log_softmax). */
 static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
     float top16[16];
     int nan16[16];
@@ -136,21 +145,17 @@ static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
     }
     if (top == -__builtin_inff())
         top = 0.0f;
-    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const ptrdiff_t n8 = n - n % 8;
-    for (ptrdiff_t i = 0; i < n8; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += (double)SJ_NAME(exp)(s[i + j] - top);
-    for (ptrdiff_t i = n8; i < n; i++) acc[0] += (double)SJ_NAME(exp)(s[i] - top);
-    const double total = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+    const double total = SJ_NAME(sum_exp_f64)(s, n, top);
     const float lse = total > 0 ? __builtin_logf((float)total) : -__builtin_inff();
     for (ptrdiff_t i = 0; i < n; i++) s[i] = (s[i] - top) - lse;
     return 0;
 }
 
 /* log(sum exp(s - top)) over s[0:n], top = max(s) (written to *top): the log-probability
-   normaliser of a decode step's logits row (_native_sampling.pxi, greedy and sampling with scores),
-   the sum in float64 over 8 lanes, max over 16 (the Cython loop before: a scalar exp per logit in one
-   float64 chain, 5.6 ms a step for 16 rows of 58101 logits) */
+   normaliser of a decode step's logits row (_native_sampling.pxi, greedy and sampling with scores;
+   the Cython loop before: a scalar exp per logit in one float64 chain, 5.6 ms a step for 16 rows of
+   58101 logits). Its max loop is its own: log_softmax_f32's, with the NaN test, made it 1.6x slower
+   shared even inlined with the test compiled out. */
 static double SJ_NAME(lse_f32)(const float *s, ptrdiff_t n, float *top) {
     float top16[16];
     for (int j = 0; j < 16; j++) top16[j] = -__builtin_inff();
@@ -160,13 +165,8 @@ static double SJ_NAME(lse_f32)(const float *s, ptrdiff_t n, float *top) {
     float m = -__builtin_inff();
     for (ptrdiff_t i = n16; i < n; i++) m = s[i] > m ? s[i] : m;
     for (int j = 0; j < 16; j++) m = top16[j] > m ? top16[j] : m;
-    double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const ptrdiff_t n8 = n - n % 8;
-    for (ptrdiff_t i = 0; i < n8; i += 8)
-        for (int j = 0; j < 8; j++) acc[j] += (double)SJ_NAME(exp)(s[i + j] - m);
-    for (ptrdiff_t i = n8; i < n; i++) acc[0] += (double)SJ_NAME(exp)(s[i] - m);
     *top = m;
-    return __builtin_log(((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])));
+    return __builtin_log(SJ_NAME(sum_exp_f64)(s, n, m));
 }
 
 /* layer_norm of one row: mean and variance in float64 over 8 independent lanes (as the reference

@@ -44,10 +44,14 @@ static inline int sj_gemv_pick(void) {
 #define SJ_DISPATCH(fn, ...) do { int isa_ = sj_gemv_pick(); \
     if (isa_ == 2) sj_##fn##_avx512(__VA_ARGS__); else if (isa_ == 1) sj_##fn##_avx2(__VA_ARGS__); \
     else sj_##fn##_base(__VA_ARGS__); } while (0)
+/* the same choice, as an expression: the chosen variant's result */
+#define SJ_DISPATCH_VALUE(fn, ...) (sj_gemv_pick() == 2 ? sj_##fn##_avx512(__VA_ARGS__) \
+    : sj_gemv_pick() == 1 ? sj_##fn##_avx2(__VA_ARGS__) : sj_##fn##_base(__VA_ARGS__))
 #else
 static int sj_gemv_isa = 0;
 static inline int sj_gemv_pick(void) { return 0; }
 #define SJ_DISPATCH(fn, ...) sj_##fn##_base(__VA_ARGS__)
+#define SJ_DISPATCH_VALUE(fn, ...) sj_##fn##_base(__VA_ARGS__)
 #endif
 
 /* the variant the CPU supports best (sj_gemv_pick's choice), ignoring a forced sj_gemv_isa */
