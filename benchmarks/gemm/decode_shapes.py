@@ -6,10 +6,11 @@ at 2 threads), as ``np.matmul(x, W.T)`` with BLAS held to the same thread count,
 ONNX MatMul in an onnxruntime session with as many intra-op threads (ort_matmul.py; left out
 without onnx and onnxruntime), each engine in its own process (the spinning thread pools of BLAS and
 ONNX Runtime took the second core from the native team's worker when they shared one), engines
-alternating over three rounds, best of ``--reps`` calls per round. "hot": one weight, reused (it stays in L2/L3); "stream":
-enough copies of the weight, used in turn, that each call reads it from memory, as a decode step
-reads its weights. The bound is min(peak, bandwidth x flop per byte of weight, x and y) for
-"stream", the peak for "hot"; the probe runs before and after the products (its best is kept, so a
+alternating over three rounds, best of ``--reps`` calls (spanning MIN_WINDOW) per round. "hot": one
+weight, reused (it stays in L2/L3); "stream": enough copies of the weight (STREAM_BYTES,
+``--stream-mb``), used in turn, that each call reads it from L3 or memory, as a decode step reads
+its weights. The bound is min(peak, bandwidth x flop per byte of weight, x and y) for "stream", the
+peak for "hot"; the probe runs before and after the products (its best is kept, so a
 busy moment lowers the roof less).
 
     python benchmarks/gemm/decode_shapes.py [--threads 1 2] [--rows 1 4 16 64 256] \
@@ -34,7 +35,27 @@ import ort_matmul  # noqa: E402
 from roofline_plot import intensity, plot  # noqa: E402
 #: (K, N) of opus-mt-en-de's decode step: attention projections, FFN in/out, the output projection
 MARIAN = [(512, 512), (512, 2048), (2048, 512), (512, 58101)]
-STREAM_BYTES = 256 << 20
+
+
+def _last_level_cache_bytes() -> int:
+    """This host's largest data cache (Linux sysfs; 0 when unknown)."""
+    best = 0
+    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if (d / "type").read_text().strip() == "Instruction":
+                continue
+            text = (d / "size").read_text().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
+            best = max(best, int(text.rstrip("KMG")) * scale)
+        except (OSError, ValueError):
+            continue
+    return best
+
+
+#: bytes of weight copies a "stream" cell cycles through: 256 MB, or with ``--stream-mb llc`` twice
+#: the last-level cache (the Xeon of RESULTS.md reports 480 MB of L3; a run at 960 MB took 14 minutes
+#: for the 16 acceptance cells, against 4.5, and gave the same percentages within 5 points)
+STREAM_BYTES = int(os.environ.get("SEQJIT_BENCH_STREAM_BYTES", 256 << 20))
 
 
 def roofline() -> dict:
@@ -61,17 +82,26 @@ def native_program(x, w):
     return native.program, out, ex
 
 
+#: seconds a cell's calls span at least: three times the native team's back-off (native_team.h: 50 ms
+#: without the team after its worker was preempted twice), so that a hiccup of the host just before
+#: a cell does not leave all of its 20 sub-millisecond calls alone (as a 2-thread cell ran at 1
+#: thread's speed in two runs of three)
+MIN_WINDOW = 0.15
+
+
 def best(fn, reps: int, budget: float = 0.4) -> float:
+    """The fastest of at least ``reps`` calls spanning at least MIN_WINDOW seconds (fewer calls, at
+    least 3, once ``budget`` seconds are spent)."""
     fn()
     times = []
-    t_end = time.perf_counter() + budget
-    for _ in range(reps):
+    start = time.perf_counter()
+    while True:
         t0 = time.perf_counter()
         fn()
-        times.append(time.perf_counter() - t0)
-        if time.perf_counter() > t_end and len(times) >= 3:
-            break
-    return min(times)
+        t1 = time.perf_counter()
+        times.append(t1 - t0)
+        if (len(times) >= reps and t1 - start >= MIN_WINDOW) or (t1 - start > budget and len(times) >= 3):
+            return min(times)
 
 
 ENGINES = ("native", "blas", "ort")
@@ -165,6 +195,8 @@ def main(argv=None):
     ap.add_argument("--png", default=None, help="the roofline picture (roofline_plot.py) of the stream rows")
     ap.add_argument("--reprobe", default=None, metavar="JSON",
                     help="no products: probe the roof again, keep the best with that file's, rewrite it (and --png)")
+    ap.add_argument("--stream-mb", default="256",
+                    help="MB of weight copies a stream cell cycles through, or 'llc': twice the last-level cache")
     ap.add_argument("--child", nargs=3, metavar=("ENGINE", "CELLS", "REPS"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
@@ -172,6 +204,9 @@ def main(argv=None):
     if args.reprobe:
         data = json.loads(Path(args.reprobe).read_text())
         return _report(data["rows"], data["roofline"], args.reprobe, args.png)
+    mb = args.stream_mb
+    stream = 2 * _last_level_cache_bytes() if mb == "llc" else int(float(mb) * (1 << 20))
+    os.environ["SEQJIT_BENCH_STREAM_BYTES"] = str(max(stream, 1 << 20))  # read by the children
     shapes = MARIAN if not args.shapes else [tuple(map(int, s.split("x"))) for s in args.shapes.split(",")]
     cells = [[mode, threads, m, k, n] for mode in args.modes for threads in args.threads for k, n in shapes
              for m in args.rows if not (mode == "hot" and n > 4096)]  # 119 MB: never hot

@@ -134,17 +134,24 @@ static void SJ_NAME(pk_pack_x)(const float *x, ptrdiff_t ldx, int mr, int kc, fl
 
 /* y[m, n] = x[m, :] . W[n, :] (+ bias[n]) for the columns of panels [p0, p1) of packed W (see
    native_packed.h): K in blocks (one block up to SJ_PACK_KMAX_UNCUT), then panel by panel, each
-   panel's tiles over every row block while the panel is in cache. With several row blocks and a
-   share of W of at least 2 MB (panels x K >= SJ_PK_PACK_KPANELS), x is packed per K block first
-   (every row block's share side by side, in the thread's scratch): measured (1 thread, median of
-   5 alternating runs) +7-15% at 64-256 rows for 512 x 2048, 2048 x 512 and 512 x 58101, nothing at
-   512 x 512 (1 MB: hot in L2), a loss at 128 x 256 (the copy, about a cycle per value, then
-   weighs). Without scratch, one row block at a time, K in blocks of at most SJ_PK_KSTACK, packed on the stack. The
+   panel's tiles over every row block while the panel is in cache. From SJ_PK_PACK_MIN_ROWS rows
+   and a share of W of at least 2 MB (panels x K >= SJ_PK_PACK_KPANELS), x is packed per K block
+   first (every row block's share side by side, in the thread's scratch). Measured with the
+   prefetch of the unrolled k groups (C harness, 1 thread, from memory, median of 5 alternating
+   runs, Xeon of benchmarks/RESULTS.md), packed against read in place: 256 x 512 x 58101 186 vs
+   160 GFLOP/s, 128 x 2048 x 512 205 vs 187, 80 x 2048 x 512 199 vs 184 (strided rows of x cost
+   more as they grow), but 64 x 2048 x 512 172 vs 187, 64 x 512 x 2048 181 vs 187 and 16 x 2048 x
+   512 128 vs 172: the copy, a pass with no arithmetic, then weighs more than it saves (at 2
+   threads each thread packs every row: 64 x 2048 x 512 307 vs 330). Nothing either way at
+   512 x 512 (1 MB: hot in L2); a loss at 128 x 256. Without scratch, one row block at a time, K in blocks of at most SJ_PK_KSTACK, packed on the stack. The
    sums are the same in every case: each output's FMA chain runs over k in order whatever the
    blocks, its partial sums kept in y between them. */
 #define SJ_PK_KSTACK 256
 #ifndef SJ_PK_PACK_KPANELS
 #define SJ_PK_PACK_KPANELS 16384 /* panels x K: 2 MB of W */
+#endif
+#ifndef SJ_PK_PACK_MIN_ROWS
+#define SJ_PK_PACK_MIN_ROWS 72
 #endif
 static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const float *wp, int K, int N,
                                  const float *bias, float *y, ptrdiff_t ldy, int p0, int p1) {
@@ -154,7 +161,7 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
     const int base = M / nblocks, extra = M % nblocks;  /* the first `extra` blocks get base + 1 rows */
     int nk = K <= SJ_PACK_KMAX_UNCUT ? 1 : (K + SJ_PACK_KC - 1) / SJ_PACK_KC;
     int kcut = (K + nk - 1) / nk;
-    const int pack = nblocks > 1 && (ptrdiff_t)(p1 - p0) * K >= SJ_PK_PACK_KPANELS;
+    const int pack = M >= SJ_PK_PACK_MIN_ROWS && nblocks > 1 && (ptrdiff_t)(p1 - p0) * K >= SJ_PK_PACK_KPANELS;
     float stack_xp[SJ_PK_MR * SJ_PK_KSTACK];
     float *xp = pack ? sj_pk_scratch((size_t)M * kcut) : NULL;
     int group = nblocks;

@@ -66,11 +66,11 @@ def test_rows_further_apart_than_k(isa):
     np.testing.assert_allclose(y, x[:, :80] @ w.T, **TOL)
 
 
-# from 2 MB of W a thread (panels x K >= 16384) and two row blocks x is packed first, in the thread's
-# scratch or, without it, block by block on the stack with K in blocks of 256: both against the
-# reference, and equal
-@pytest.mark.parametrize("m,k,n", [(13, 512, 1024), (16, 512, 1100), (25, 600, 1057), (64, 1100, 1040),
-                                   (37, 600, 2049)])
+# from 72 rows (native_packed_body.h: SJ_PK_PACK_MIN_ROWS) and 2 MB of W a thread (panels x K >= 16384)
+# x is packed first, in the thread's scratch or, without it, block by block on the stack with K in
+# blocks of 256: both against the reference, and equal (and to the unpacked path below 72 rows)
+@pytest.mark.parametrize("m,k,n", [(72, 512, 1024), (80, 512, 1100), (97, 600, 1057), (128, 1100, 1040),
+                                   (75, 600, 2049), (64, 1100, 1040)])
 def test_packed_x_with_and_without_scratch(isa, m, k, n):
     rng = np.random.default_rng(m + k + n)
     x = rng.standard_normal((m, k)).astype(np.float32)
