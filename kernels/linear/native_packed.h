@@ -8,9 +8,10 @@
    prefetcher follows best), and a panel, once in cache, serves every row block of x.
 
    Kernel (BLIS/MLAS style): a tile of MR rows x 2 vectors of columns held in registers, one W
-   vector pair loaded and one x value broadcast per row and k; for wide products x is packed first,
-   a row block's values of each k side by side (one pointer through contiguous memory instead of
-   a dozen rows: +7-15% at 64-256 rows from 2 MB of W, on the Xeon of benchmarks/RESULTS.md). MR
+   vector pair loaded and one x value broadcast per row and k; for wide products of many rows x is
+   packed first, a row block's values of each k side by side (one pointer through contiguous memory
+   instead of a dozen rows: +8-16% from 80 rows and 2 MB of W, a loss below, on the Xeon of
+   benchmarks/RESULTS.md; native_packed_body.h: SJ_PK_PACK_MIN_ROWS). MR
    up to 12 with AVX-512 (24 of the 32 zmm registers), 6 with AVX2 + FMA or the baseline (12 of 16), the 32 panel
    columns taken in 1, 2 or 4 such tiles. Rows are cut into equal blocks (16 rows: 8 + 8, not
    12 + 4). K above SJ_PACK_KC is cut into blocks so a block of x for every row stays in L2 while
