@@ -143,9 +143,10 @@ static void SJ_NAME(pk_pack_x)(const float *x, ptrdiff_t ldx, int mr, int kc, fl
    more as they grow), but 64 x 2048 x 512 172 vs 187, 64 x 512 x 2048 181 vs 187 and 16 x 2048 x
    512 128 vs 172: the copy, a pass with no arithmetic, then weighs more than it saves (at 2
    threads each thread packs every row: 64 x 2048 x 512 307 vs 330). Nothing either way at
-   512 x 512 (1 MB: hot in L2); a loss at 128 x 256. Without scratch, one row block at a time, K in blocks of at most SJ_PK_KSTACK, packed on the stack. The
-   sums are the same in every case: each output's FMA chain runs over k in order whatever the
-   blocks, its partial sums kept in y between them. */
+   512 x 512 (1 MB: hot in L2); a loss at 128 x 256. Without scratch, one row block at a time, K in
+   blocks of at most SJ_PK_KSTACK, packed on the stack. The sums are the same in every case: each
+   output's FMA chain runs over k in order whatever the blocks, its partial sums kept in y between
+   them. */
 #define SJ_PK_KSTACK 256
 #ifndef SJ_PK_PACK_KPANELS
 #define SJ_PK_PACK_KPANELS 16384 /* panels x K: 2 MB of W */
@@ -161,7 +162,7 @@ static void SJ_NAME(packed_rows)(const float *x, ptrdiff_t ldx, int M, const flo
     const int base = M / nblocks, extra = M % nblocks;  /* the first `extra` blocks get base + 1 rows */
     int nk = K <= SJ_PACK_KMAX_UNCUT ? 1 : (K + SJ_PACK_KC - 1) / SJ_PACK_KC;
     int kcut = (K + nk - 1) / nk;
-    const int pack = M >= SJ_PK_PACK_MIN_ROWS && nblocks > 1 && (ptrdiff_t)(p1 - p0) * K >= SJ_PK_PACK_KPANELS;
+    const int pack = M >= SJ_PK_PACK_MIN_ROWS && (ptrdiff_t)(p1 - p0) * K >= SJ_PK_PACK_KPANELS; /* several row blocks */
     float stack_xp[SJ_PK_MR * SJ_PK_KSTACK];
     float *xp = pack ? sj_pk_scratch((size_t)M * kcut) : NULL;
     int group = nblocks;
