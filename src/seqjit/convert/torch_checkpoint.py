@@ -71,6 +71,7 @@ _ADMITTED = {
     ("torch._utils", "_rebuild_tensor_v2"): _rebuild_tensor,
     ("torch._utils", "_rebuild_parameter"): _rebuild_parameter,
     ("torch", "Size"): tuple,
+    ("builtins", "set"): set, ("__builtin__", "set"): set,  # OpenNMT-py 3.5's options hold sets
     **{("torch", name): _StorageType(name) for name in _STORAGE_DTYPES},
 }
 
