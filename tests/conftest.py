@@ -4,6 +4,14 @@ CUDA kernels run on numba's CUDA simulator unless a real NVIDIA GPU is present: 
 set before numba.cuda is first imported, which is why it is set here.
 """
 import os
+import sys
+
+# ``python -m pytest`` puts the working directory (the repository root) first on sys.path, where the
+# folder ``kernels/`` (installed as ``seqjit.kernels``) would shadow the ``kernels`` distribution that
+# transformers >= 5 imports at start-up (Hugging Face's hub kernels): drop the root, seqjit is imported
+# from its install
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
 
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not os.path.exists("/dev/nvidia0"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
