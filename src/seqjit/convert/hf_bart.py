@@ -17,7 +17,7 @@ pegasus       pre-norm   yes          no                   sinusoidal (halves, a
 From ``config.json``: sizes, ``activation_function`` (gelu, relu, gelu_new, swish/silu...),
 ``scale_embedding``, ``max_position_embeddings``, ``tie_word_embeddings`` (False: a separate
 ``lm_head.weight``, and with ``transformers`` 5 separate encoder and decoder tables), ``pad_token_id``,
-and the decoding rules of :mod:`seqjit.convert.hf_rules` (decoder start, forced BOS/EOS).
+and the decoding keys of :mod:`seqjit.convert.hf_generation` (decoder start, forced BOS/EOS, ...).
 ``is_decoder`` (a decoder-only model) is a ModelFormatError naming the file and key. A Pegasus file
 without ``final_logits_bias`` loads with none (``transformers`` fills zeros).
 """
@@ -26,7 +26,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from seqjit.convert.hf_rules import ACTIVATIONS, Reader, decoding_rules
+from seqjit.convert.hf_generation import decoding_rules
+from seqjit.convert.hf_rules import Reader, activation
 from seqjit.convert.hf_transformer import load_transformer
 from seqjit.errors import ModelFormatError
 
@@ -63,12 +64,9 @@ def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "f
     hf = Reader(hf_dict, where)
     if hf.flag("is_decoder", False):
         raise ModelFormatError(f"{where}: 'is_decoder' true (a decoder-only {model_type}) is not supported")
-    activation = hf.get("activation_function", family.activation)
-    if not isinstance(activation, str) or activation not in ACTIVATIONS:
-        raise ModelFormatError(f"{where}: activation_function {repr(activation)[:60]} is not supported; supported: "
-                               f"{sorted(ACTIVATIONS)}")
+    act = activation(hf, family.activation)
     pad = hf.token("pad_token_id", required=True)
-    rules = decoding_rules(directory, hf, pad)
+    rules = decoding_rules(directory, hf)
     vocab = hf.get("vocab_size", required=True)
     return dict(
         src_vocab_size=vocab, tgt_vocab_size=vocab, d_model=hf.get("d_model", required=True),
@@ -76,7 +74,7 @@ def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "f
         encoder_heads=hf.get("encoder_attention_heads", required=True),
         decoder_heads=hf.get("decoder_attention_heads", required=True),
         encoder_ffn_dim=hf.get("encoder_ffn_dim", required=True), decoder_ffn_dim=hf.get("decoder_ffn_dim", required=True),
-        activation=ACTIVATIONS[activation], norm_first=family.norm_first, layer_norm_eps=1e-5,
+        activation=act, norm_first=family.norm_first, layer_norm_eps=1e-5,
         scale_embedding=hf.flag("scale_embedding", family.scale_embedding), positions=family.positions,
         position_layout=family.layout, max_positions=hf.get("max_position_embeddings", 1024),
         position_offset=pad + 1 if family.offset is None else family.offset,

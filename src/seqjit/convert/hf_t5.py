@@ -10,7 +10,7 @@ when gated. The output projection: ``lm_head.weight`` when the file holds one th
 ``shared.weight`` (T5 v1.1, mT5 and Flan-T5 checkpoints), else the shared table; the decoder output is
 rescaled by ``d_model ** -0.5`` when ``scale_decoder_outputs`` (``transformers`` 5) or, without that
 key, unless ``tie_word_embeddings`` is false (the original T5 rule). Decoding rules: as the BART
-families (:mod:`seqjit.convert.hf_rules`); T5 starts from the pad token (``decoder_start_token_id``).
+families (:mod:`seqjit.convert.hf_generation`); T5 starts from the pad token (``decoder_start_token_id``).
 
 Weight names: ``{encoder,decoder}.block.{i}.layer.{j}...`` mapped by :func:`t5_name`; the tied copies
 ``{encoder,decoder}.embed_tokens.weight`` must equal ``shared.weight``. ``umt5`` (a relative bias in
@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 
 from seqjit.convert.common import cast_floats, read_hf_weights, unused_error
-from seqjit.convert.hf_rules import ACTIVATIONS, Reader, decoding_rules
+from seqjit.convert.hf_generation import decoding_rules
+from seqjit.convert.hf_rules import ACTIVATIONS, Reader
 from seqjit.errors import ModelFormatError
 
 _ATTENTION = {"self_attn": (0, "SelfAttention"), "encoder_attn": (1, "EncDecAttention")}
@@ -92,7 +93,7 @@ def t5_config(hf_dict: dict, directory: Path, untied: bool, dtype: str = "float3
         relative_buckets=hf.get("relative_attention_num_buckets", 32),
         relative_max_distance=hf.get("relative_attention_max_distance", 128),
         output_scale=float(d_model) ** -0.5 if scale else 1.0, encoder_final_norm=True, decoder_final_norm=True,
-        share_embeddings=True, tie_output=not untied, pad_id=pad, **decoding_rules(directory, hf, pad), dtype=dtype,
+        share_embeddings=True, tie_output=not untied, pad_id=pad, **decoding_rules(directory, hf), dtype=dtype,
     )
 
 

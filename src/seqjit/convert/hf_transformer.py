@@ -4,9 +4,10 @@ a seqjit :class:`~seqjit.models.transformer.TransformerModel`.
 Every family stores its weights under the seqjit names with a ``model.`` prefix (``lm_head.weight`` and
 ``final_logits_bias`` at the top level). A file may also hold tied copies of the shared table
 (``model.encoder.embed_tokens.weight``, ``model.decoder.embed_tokens.weight``, ``lm_head.weight`` when
-the output is tied): each must equal the table it is tied to. Sinusoidal ``embed_positions`` tables
-(Marian, Pegasus) are recomputed, not read. Any other tensor the file holds is an error, as is a
-tensor the configuration needs but the file lacks (named by the model's weight check).
+the output is tied): each must equal the table it is tied to. A sinusoidal family's
+``model.{encoder,decoder}.embed_positions.weight`` (Marian, Pegasus), which ``transformers`` reads
+from the file, is used (:func:`stored_positions`). Any other tensor the file holds is an error, as is
+a tensor the configuration needs but the file lacks (named by the model's weight check).
 """
 from __future__ import annotations
 
@@ -33,6 +34,41 @@ def _untied_tables(raw: dict) -> bool:
     return shared is None or not all(t.shape == shared.shape and np.array_equal(t, shared) for t in tables)
 
 
+def _position_name(side: str) -> str:
+    return f"model.{side}.embed_positions.weight"
+
+
+def stored_positions(raw: dict, config: dict, source: str) -> dict:
+    """The position tables a Marian/Pegasus file stores, as seqjit weights (``{}``: none, or equal to the
+    sinusoid seqjit computes). ``transformers`` loads the stored table when there is one (its sinusoid
+    only fills a missing one): a table within one unit in the last place of 1.0 in its own dtype
+    (float32: 1.19e-7, float16: 9.8e-4) of the sinusoid (computed in float64, rounded to that dtype)
+    is that sinusoid and seqjit computes it; any other makes the model's positions "learned" at offset
+    0 with the stored tables (a side without one gets the sinusoid, as ``transformers`` fills it).
+    M2M100's sinusoid is a buffer ``transformers`` never reads from a file: such a tensor stays unused
+    (an error)."""
+    from seqjit.kernels.embedding.reference import sinusoidal_positions
+
+    if config.get("positions") != "sinusoidal" or config.get("position_layout") == "fairseq":
+        return {}
+    stored = {side: raw[_position_name(side)] for side in ("encoder", "decoder") if _position_name(side) in raw}
+    if not stored:
+        return {}
+    rows, dim = config["max_positions"] + config.get("position_offset", 0), config["d_model"]
+    computed = sinusoidal_positions(rows, dim, layout=config["position_layout"], dtype=np.float64)
+    same = True
+    for side, table in stored.items():
+        if table.shape != (rows, dim) or table.dtype.kind != "f":
+            raise ModelFormatError(f"{source}: {_position_name(side)} has shape {table.shape} ({table.dtype}); "
+                                   f"expected ({rows}, {dim}) floats (max_position_embeddings x d_model)")
+        rounded = computed.astype(table.dtype).astype(np.float64)
+        same = same and float(np.abs(table.astype(np.float64) - rounded).max()) <= float(np.finfo(table.dtype).eps)
+    if same:
+        return {}
+    return {f"{side}.embed_positions.weight": stored.get(side, computed.astype(np.float32))
+            for side in ("encoder", "decoder")}
+
+
 def load_transformer(directory: Path, config: dict, where: str, *, backend=None, allow_nonfinite: bool = False,
                      optional: tuple = (), untie: bool = False):
     """A TransformerModel of the seqjit config dict ``config`` with the weights of ``directory``.
@@ -54,9 +90,12 @@ def load_transformer(directory: Path, config: dict, where: str, *, backend=None,
     untied = _untied_tables(raw) if untie and not config.get("tie_output", True) else False
     if untied:
         config["share_embeddings"] = False
+    positions = stored_positions(raw, config, source)
+    if positions:
+        config.update(positions="learned", position_offset=0)
     cfg = TransformerConfig.from_dict(config, where=where)
     used: set = set()
-    weights: dict = {}
+    weights: dict = dict(positions)
     for name in TransformerModel.weight_spec(cfg):
         if hf_name(name) in raw:
             weights[name] = raw[hf_name(name)]
@@ -79,8 +118,8 @@ def load_transformer(directory: Path, config: dict, where: str, *, backend=None,
             used.add(copy)
     if untied:  # transformers' forward reads the encoder's and decoder's own tables, not this one
         used.add("model.shared.weight")
-    if cfg.positions == "sinusoidal":
-        used.update(k for k in raw if k in ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight"))
+    if cfg.positions == "sinusoidal" and cfg.position_layout != "fairseq":  # equal to the sinusoid computed
+        used.update(k for k in raw if k in (_position_name("encoder"), _position_name("decoder")))
     unused = set(raw) - used
     if unused:
         raise unused_error(source, unused)
