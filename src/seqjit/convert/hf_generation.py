@@ -123,13 +123,13 @@ def _report_search(gen: Reader) -> None:
         if value is None or value == default:
             continue
         if key in ("max_length", "min_length") and isinstance(value, int) and not isinstance(value, bool):
-            hint = f"{key}={value - 1} (transformers counts the start token)"
+            hint = f"{key}={value - 1}, transformers counting the start token"
         elif key in _SAME_NAME:
             hint = f"{key}={value!r}"
         else:
             hint = HF_NAMES.get(key, "no equivalent")
             hint = f"{hint}={value!r}" if hint.isidentifier() else hint
-        shown.append(f"{key}={repr(value)[:40]} ({hint})")
+        shown.append(f"{key}={repr(value)[:40]} (seqjit: {hint})")
     if shown:
         warnings.warn(f"{gen.where}: transformers' generate defaults for this model, which seqjit's generate takes "
                       f"per call (not from the file): {'; '.join(shown)}", GenerationDefaultsWarning, stacklevel=3)

@@ -38,32 +38,30 @@ def _position_name(side: str) -> str:
     return f"model.{side}.embed_positions.weight"
 
 
-def stored_positions(raw: dict, config: dict, source: str) -> dict:
+def stored_positions(raw: dict, cfg, source: str) -> dict:
     """The position tables a Marian/Pegasus file stores, as seqjit weights (``{}``: none, or equal to the
-    sinusoid seqjit computes). ``transformers`` loads the stored table when there is one (its sinusoid
-    only fills a missing one): a table within one unit in the last place of 1.0 in its own dtype
-    (float32: 1.19e-7, float16: 9.8e-4) of the sinusoid (computed in float64, rounded to that dtype)
-    is that sinusoid and seqjit computes it; any other makes the model's positions "learned" at offset
-    0 with the stored tables (a side without one gets the sinusoid, as ``transformers`` fills it).
-    M2M100's sinusoid is a buffer ``transformers`` never reads from a file: such a tensor stays unused
-    (an error)."""
+    sinusoid seqjit computes), for the checked TransformerConfig ``cfg``. ``transformers`` loads the
+    stored table when there is one (its sinusoid only fills a missing one): a table within one unit in
+    the last place of 1.0 in its own dtype (float32: 1.19e-7, float16: 9.8e-4) of the sinusoid
+    (computed in float64, rounded to that dtype) is that sinusoid and seqjit computes it; any other
+    makes the model's positions "learned" at offset 0 with the stored tables (a side without one gets
+    the sinusoid, as ``transformers`` fills it). M2M100's sinusoid is a buffer ``transformers`` never
+    reads from a file: such a tensor stays unused (an error)."""
     from seqjit.kernels.embedding.reference import sinusoidal_positions
 
-    if config.get("positions") != "sinusoidal" or config.get("position_layout") == "fairseq":
+    if cfg.positions != "sinusoidal" or cfg.position_layout == "fairseq":
         return {}
     stored = {side: raw[_position_name(side)] for side in ("encoder", "decoder") if _position_name(side) in raw}
-    if not stored:
-        return {}
-    rows, dim = config["max_positions"] + config.get("position_offset", 0), config["d_model"]
-    computed = sinusoidal_positions(rows, dim, layout=config["position_layout"], dtype=np.float64)
-    same = True
-    for side, table in stored.items():
+    rows, dim = cfg.max_positions + cfg.position_offset, cfg.d_model
+    for side, table in stored.items():  # checked before anything of that size is computed
         if table.shape != (rows, dim) or table.dtype.kind != "f":
             raise ModelFormatError(f"{source}: {_position_name(side)} has shape {table.shape} ({table.dtype}); "
                                    f"expected ({rows}, {dim}) floats (max_position_embeddings x d_model)")
-        rounded = computed.astype(table.dtype).astype(np.float64)
-        same = same and float(np.abs(table.astype(np.float64) - rounded).max()) <= float(np.finfo(table.dtype).eps)
-    if same:
+    if not stored:
+        return {}
+    computed = sinusoidal_positions(rows, dim, layout=cfg.position_layout, dtype=np.float64)
+    if all(float(np.abs(t.astype(np.float64) - computed.astype(t.dtype)).max()) <= float(np.finfo(t.dtype).eps)
+           for t in stored.values()):
         return {}
     return {f"{side}.embed_positions.weight": stored.get(side, computed.astype(np.float32))
             for side in ("encoder", "decoder")}
@@ -90,10 +88,10 @@ def load_transformer(directory: Path, config: dict, where: str, *, backend=None,
     untied = _untied_tables(raw) if untie and not config.get("tie_output", True) else False
     if untied:
         config["share_embeddings"] = False
-    positions = stored_positions(raw, config, source)
-    if positions:
-        config.update(positions="learned", position_offset=0)
     cfg = TransformerConfig.from_dict(config, where=where)
+    positions = stored_positions(raw, cfg, source)
+    if positions:
+        cfg = TransformerConfig.from_dict({**cfg.to_dict(), "positions": "learned", "position_offset": 0}, where=where)
     used: set = set()
     weights: dict = dict(positions)
     for name in TransformerModel.weight_spec(cfg):
