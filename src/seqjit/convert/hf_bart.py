@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from seqjit.convert.hf_generation import decoding_rules
+from seqjit.convert.hf_loader import load_hf
 from seqjit.convert.hf_rules import Reader, activation
-from seqjit.convert.hf_transformer import load_transformer
+from seqjit.convert.hf_transformer import transformer_weights
 from seqjit.errors import ModelFormatError
 
 
@@ -85,10 +86,14 @@ def bart_config(model_type: str, hf_dict: dict, directory: Path, dtype: str = "f
     )
 
 
-def from_hf_bart(directory: Path, hf_config: dict, *, backend=None, dtype: str = "float32",
-                 allow_nonfinite: bool = False):
-    """A TransformerModel from a BART, mBART, M2M100 or Pegasus directory (see the module docstring)."""
-    model_type = hf_config["model_type"]
-    config = bart_config(model_type, hf_config, directory, dtype)
-    return load_transformer(directory, config, str(directory / "config.json"), backend=backend,
-                            allow_nonfinite=allow_nonfinite, optional=("final_logits_bias",), untie=True)
+def build_bart(directory: Path, hf_config: dict, raw: dict, dtype: str) -> tuple:
+    """The family function of :mod:`seqjit.convert.hf_loader` for BART, mBART, M2M100 and Pegasus."""
+    where = str(directory / "config.json")
+    return transformer_weights(raw, bart_config(hf_config["model_type"], hf_config, directory, dtype), where,
+                               str(directory / "model.safetensors"), optional=("final_logits_bias",), untie=True)
+
+
+def from_hf_bart(directory: Path, hf_config: dict, **options):
+    """A TransformerModel from a BART, mBART, M2M100 or Pegasus directory (see the module docstring;
+    ``options``: :func:`~seqjit.convert.hf_loader.load_hf`'s)."""
+    return load_hf(build_bart, directory, hf_config, **options)

@@ -11,16 +11,17 @@ positions in the "halves" layout (sin in the first half, cos in the second) up t
 (end and start tokens, forced end token, suppression rules, ...): :mod:`seqjit.convert.hf_generation`,
 as every family.
 
-Weights: :func:`seqjit.convert.hf_transformer.load_transformer` (the names every BART-style family
-shares).
+Weights: :func:`seqjit.convert.hf_transformer.transformer_weights` (the names every BART-style family
+shares), loaded by :func:`seqjit.convert.hf_loader.load_hf`.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from seqjit.convert.hf_generation import decoding_rules
+from seqjit.convert.hf_loader import load_hf
 from seqjit.convert.hf_rules import Reader, activation
-from seqjit.convert.hf_transformer import load_transformer
+from seqjit.convert.hf_transformer import transformer_weights
 
 #: MarianConfig's defaults for a config.json without them (its start token: seqjit takes the pad token)
 MARIAN_DEFAULTS = dict(eos_token_id=0)
@@ -48,8 +49,13 @@ def marian_config(hf_dict: dict, where: str, dtype: str = "float32", directory: 
     )
 
 
-def from_hf_marian(directory: Path, hf_config: dict, *, backend=None, dtype: str = "float32",
-                   allow_nonfinite: bool = False):
+def build_marian(directory: Path, hf_config: dict, raw: dict, dtype: str) -> tuple:
+    """The family function of :mod:`seqjit.convert.hf_loader`."""
     where = str(directory / "config.json")
-    return load_transformer(directory, marian_config(hf_config, where, dtype, directory), where, backend=backend,
-                            allow_nonfinite=allow_nonfinite)
+    return transformer_weights(raw, marian_config(hf_config, where, dtype, directory), where,
+                               str(directory / "model.safetensors"))
+
+
+def from_hf_marian(directory: Path, hf_config: dict, **options):
+    """A TransformerModel from a MarianMT directory (``options``: :func:`~seqjit.convert.hf_loader.load_hf`'s)."""
+    return load_hf(build_marian, directory, hf_config, **options)

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from seqjit.convert.common import cast_floats, read_hf_weights, unused_error
 from seqjit.convert.hf_generation import decoding_rules
+from seqjit.convert.hf_loader import load_hf
 from seqjit.convert.hf_rules import ACTIVATIONS, Reader
 from seqjit.errors import ModelFormatError
 
@@ -97,14 +97,12 @@ def t5_config(hf_dict: dict, directory: Path, untied: bool, dtype: str = "float3
     )
 
 
-def from_hf_t5(directory: Path, hf_config: dict, *, backend=None, dtype: str = "float32", allow_nonfinite: bool = False):
+def build_t5(directory: Path, hf_config: dict, raw: dict, dtype: str) -> tuple:
+    """The family function of :mod:`seqjit.convert.hf_loader` for T5 and mT5."""
     from seqjit.models.transformer import TransformerConfig, TransformerModel
 
     where = str(directory / "config.json")
-    if hf_config.get("model_type") == "umt5":
-        raise ModelFormatError(f"{where}: model_type 'umt5' (a relative position bias in every layer) is not supported")
     source = str(directory / "model.safetensors")
-    raw = read_hf_weights(directory, allow_nonfinite=allow_nonfinite)
     shared = raw.get("shared.weight")
     head = raw.get("lm_head.weight")
     untied = head is not None and not (shared is not None and head.shape == shared.shape and np.array_equal(head, shared))
@@ -122,7 +120,12 @@ def from_hf_t5(directory: Path, hf_config: dict, *, backend=None, dtype: str = "
                 raise ModelFormatError(f"{source}: {copy} differs from 'shared.weight' although T5 ties them")
             used.add(copy)
     used.add("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight")  # transformers ignores it too
-    unused = set(raw) - used
-    if unused:
-        raise unused_error(source, unused)
-    return TransformerModel(cfg, cast_floats(weights, cfg.dtype), backend=backend, source=source)
+    return cfg, weights, used
+
+
+def from_hf_t5(directory: Path, hf_config: dict, **options):
+    """A TransformerModel from a T5/mT5 directory (``options``: :func:`~seqjit.convert.hf_loader.load_hf`'s)."""
+    if hf_config.get("model_type") == "umt5":
+        raise ModelFormatError(f"{directory / 'config.json'}: model_type 'umt5' (a relative position bias in every "
+                               "layer) is not supported")
+    return load_hf(build_t5, directory, hf_config, **options)

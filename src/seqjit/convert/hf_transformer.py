@@ -7,15 +7,13 @@ Every family stores its weights under the seqjit names with a ``model.`` prefix 
 the output is tied): each must equal the table it is tied to. A sinusoidal family's
 ``model.{encoder,decoder}.embed_positions.weight`` (Marian, Pegasus), which ``transformers`` reads
 from the file, is used (:func:`stored_positions`). Any other tensor the file holds is an error, as is
-a tensor the configuration needs but the file lacks (named by the model's weight check).
+a tensor the configuration needs but the file lacks (named by the model's weight check); the loader
+is :func:`seqjit.convert.hf_loader.load_hf`.
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
-from seqjit.convert.common import cast_floats, read_hf_weights, unused_error
 from seqjit.errors import ModelFormatError
 
 
@@ -67,9 +65,10 @@ def stored_positions(raw: dict, cfg, source: str) -> dict:
             for side in ("encoder", "decoder")}
 
 
-def load_transformer(directory: Path, config: dict, where: str, *, backend=None, allow_nonfinite: bool = False,
-                     optional: tuple = (), untie: bool = False):
-    """A TransformerModel of the seqjit config dict ``config`` with the weights of ``directory``.
+def transformer_weights(raw: dict, config: dict, where: str, source: str, *, optional: tuple = (),
+                        untie: bool = False) -> tuple:
+    """``(cfg, weights, used)`` (:mod:`seqjit.convert.hf_loader`) of the seqjit config dict ``config``
+    and the tensors ``raw`` of the file ``source``.
 
     ``optional``: config flags (``final_logits_bias``) turned off when the file lacks their tensor,
     where ``transformers`` fills it with zeros (Pegasus' ``_keys_to_ignore_on_load_missing``).
@@ -79,8 +78,6 @@ def load_transformer(directory: Path, config: dict, where: str, *, backend=None,
     """
     from seqjit.models.transformer import TransformerConfig, TransformerModel
 
-    source = str(directory / "model.safetensors")
-    raw = read_hf_weights(directory, allow_nonfinite=allow_nonfinite)
     config = dict(config)
     for flag in optional:
         if config.get(flag) and hf_name(flag) not in raw:
@@ -118,7 +115,4 @@ def load_transformer(directory: Path, config: dict, where: str, *, backend=None,
         used.add("model.shared.weight")
     if cfg.positions == "sinusoidal" and cfg.position_layout != "fairseq":  # equal to the sinusoid computed
         used.update(k for k in raw if k in (_position_name("encoder"), _position_name("decoder")))
-    unused = set(raw) - used
-    if unused:
-        raise unused_error(source, unused)
-    return TransformerModel(cfg, cast_floats(weights, cfg.dtype), backend=backend, source=source)
+    return cfg, weights, used
