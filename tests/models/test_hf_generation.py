@@ -105,6 +105,29 @@ def test_m2m100_stray_position_table_refused(tmp_path):
         seqjit.from_hf(tmp_path)
 
 
+def test_position_table_tolerance():
+    """A table within one ulp of 1.0 in its dtype of transformers' sinusoid is computed; beyond, used."""
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    from seqjit.convert.hf_transformer import stored_positions
+    from seqjit.models.transformer import TransformerConfig
+
+    cfg = TransformerConfig.from_dict(dict(src_vocab_size=10, tgt_vocab_size=10, d_model=8, encoder_layers=1,
+                                           decoder_layers=1, encoder_heads=2, decoder_heads=2, encoder_ffn_dim=8,
+                                           decoder_ffn_dim=8, position_layout="halves", max_positions=16))
+    exact = MarianSinusoidalPositionalEmbedding(16, 8).create_weight().numpy()  # float32
+    name = "model.encoder.embed_positions.weight"
+    assert stored_positions({name: exact.astype(np.float16)}, cfg, "f") == {}
+    assert stored_positions({name: exact.astype(np.float32)}, cfg, "f") == {}
+    off = exact.astype(np.float32)
+    off[5, 3] += 3e-7  # 2.5 ulp of 1.0 in float32
+    used = stored_positions({name: off}, cfg, "f")
+    assert used["encoder.embed_positions.weight"] is off
+    np.testing.assert_array_equal(used["decoder.embed_positions.weight"], exact)  # transformers fills it so
+    with pytest.raises(ModelFormatError, match=r"f: model.encoder.embed_positions.weight has shape \(15, 8\)"):
+        stored_positions({name: off[:15]}, cfg, "f")
+
+
 @pytest.fixture(scope="module")
 def marian(tmp_path_factory):
     path = tmp_path_factory.mktemp("marian_gen")
