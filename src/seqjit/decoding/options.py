@@ -31,8 +31,8 @@ OPTION_HELP = {
             "(seed, its index in sources, step), the same in every batch and decode loop; None: a fresh seed per call",
     "forced_bos_id": "the first generated token (the target language of mBART-50, M2M100 or NLLB); None: the model's "
                      "own (its config's forced_bos_id, if any)",
-    "forced_eos_id": "the token forced at the last allowed step (max_length); None: the model's own (BART and Pegasus "
-                     "force their end token)",
+    "forced_eos_id": "the token forced at the last allowed step (max_length); None: the model's own (its "
+                     "generation config's forced_eos_token_id: BART, Pegasus and Marian force their end token)",
     "suppress_tokens": "token ids never generated (transformers' suppress_tokens); None: the model's own (its config's, "
                        "read from generation_config.json at conversion), () none",
     "begin_suppress_tokens": "token ids banned at the first generated step only (after a forced first token: at the "
