@@ -193,3 +193,24 @@ def test_dev_zero_is_refused_without_reading(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.splitlines() == [f"{link} is a device; seqjit reads model files only from regular files",
                                         "/dev/zero is a device; seqjit reads model files only from regular files"]
+
+
+# (c') a few bytes that hash or print in exponential time: DUP doubles a tuple's tree at every level
+
+def _doubling_tuple(levels: int) -> bytes:
+    return b"K\x01" + b"2\x86" * levels  # BININT1 1, then DUP + TUPLE2 `levels` times: 2**levels leaves
+
+
+EXPONENTIAL = {
+    "dict-key": b"\x80\x02}" + _doubling_tuple(60) + b"K\x00s.",  # {tuple: 0}: hashing walks 2**60 leaves
+    "set-item": b"\x80\x04\x8f(" + _doubling_tuple(60) + b"\x90.",  # ADDITEMS
+    "set-call": b"\x80\x02c__builtin__\nset\n]" + _doubling_tuple(60) + b"a\x85R.",
+    "shown-in-an-error": b"\x80\x02" + _doubling_tuple(60) + b"Q.",  # a persistent id printed in the error
+}
+
+
+@pytest.mark.parametrize("crafted", EXPONENTIAL.values(), ids=EXPONENTIAL.keys())
+def test_a_shared_subtree_bomb_is_refused_in_linear_time(tmp_path, crafted):
+    path = write_archive(tmp_path / "tree.pt", crafted)
+    with deadline(10), pytest.raises(ModelFormatError, match=r"tree\.pt"):
+        read_checkpoint(path)

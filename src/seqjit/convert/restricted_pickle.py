@@ -12,8 +12,11 @@ how the next one is read. This interpreter reads the binary opcodes of protocols
   updates the instance dict of an object a ``buildable`` stand-in built during this read (an
   ``OrderedDict``, a ``Namespace``), with a dict of plain ``str`` names that are not dunders: a class,
   a function or a stand-in is never changed;
-- every length a opcode claims is checked against the bytes left in the pickle before anything is
+- every length an opcode claims is checked against the bytes left in the pickle before anything is
   read or allocated, and the MARK nesting is bounded, so memory stays linear in the pickle's size;
+- dict keys and set items are scalars or flat tuples of scalars (:func:`flat_key`): DUP and the memo
+  let a few bytes build a tuple whose tree doubles at every level, and hashing one walks the whole
+  tree (2**40 steps from 100 bytes); errors show values through :func:`shown`, which is bounded;
 - the text opcodes of protocols 0 and 1 (which ``torch.save`` does not write), INST/OBJ, out-of-band
   buffers and unknown opcodes are refused, naming the opcode and its offset.
 
@@ -21,6 +24,7 @@ Every failure is a :class:`~seqjit.errors.ModelFormatError` naming ``where``.
 """
 from __future__ import annotations
 
+import reprlib
 import struct
 from collections import OrderedDict as _ORDERED  # SETITEM targets: a dict or an OrderedDict
 
@@ -43,15 +47,35 @@ class StandIn:
         return f"<stand-in for {self.name}>"
 
 
-_MARK = object()  # a MARK on the stack (never escapes)
+_SCALARS = (str, bytes, int, float, complex, bool, type(None))
+_SHOWN = reprlib.Repr()
+_SHOWN.maxlevel, _SHOWN.maxstring, _SHOWN.maxlong, _SHOWN.maxother = 3, 60, 40, 60
+
+
+def flat_key(key, scalars=_SCALARS) -> bool:
+    """Whether ``key`` may be hashed at a cost linear in its size: a scalar or a tuple of scalars."""
+    return type(key) in scalars or (type(key) is tuple and all(type(k) in scalars for k in key))
+
+
+def shown(value) -> str:
+    """``repr(value)`` cut short at every level (a plain repr of a shared-subtree tuple is exponential)."""
+    try:
+        return _SHOWN.repr(value)
+    except (ValueError, RecursionError):  # an int of more digits than Python prints
+        return f"<{type(value).__name__}>"
 
 
 class _Reader:
-    def __init__(self, data: bytes, where: str, globals_: dict, persistent_load):
-        self.data, self.pos, self.where = data, 0, where
+    def __init__(self, data: bytes, where: str, globals_: dict, persistent_load, scalars: tuple):
+        self.data, self.pos, self.where, self.scalars = data, 0, where, scalars
         self.globals, self.persistent_load = globals_, persistent_load
         self.stack, self.marks, self.memo = [], [], {}
         self.built = {}  # id -> object, for the objects BUILD may update (kept alive here)
+
+    def key(self, key, what: str):
+        if not flat_key(key, self.scalars):
+            self.fail(f"{what} with a {type(key).__name__} key (keys are scalars or flat tuples of scalars)")
+        return key
 
     def fail(self, what: str):
         raise ModelFormatError(f"{self.where}: {what} (at byte {self.pos} of {len(self.data)})")
@@ -194,24 +218,24 @@ def _setitems(r):
         r.fail("SETITEMS with an odd number of items")
     target = r.top((dict, _ORDERED), "SETITEMS")
     for i in range(0, len(items), 2):
-        target[items[i]] = items[i + 1]
+        target[r.key(items[i], "SETITEMS")] = items[i + 1]
 
 
 def _setitem(r):
     value, key = r.pop(), r.pop()
-    r.top((dict, _ORDERED), "SETITEM")[key] = value
+    r.top((dict, _ORDERED), "SETITEM")[r.key(key, "SETITEM")] = value
 
 
 def _additems(r):
     items = r.pop_mark()
-    r.top((set,), "ADDITEMS").update(items)
+    r.top((set,), "ADDITEMS").update(r.key(item, "ADDITEMS") for item in items)
 
 
 def _dict(r):
     items = r.pop_mark()
     if len(items) % 2:
         r.fail("DICT with an odd number of items")
-    r.push({items[i]: items[i + 1] for i in range(0, len(items), 2)})
+    r.push({r.key(items[i], "DICT"): items[i + 1] for i in range(0, len(items), 2)})
 
 
 def _tuple_n(n):
@@ -308,11 +332,12 @@ _OPS = {  # opcode byte -> its action (the names are pickletools')
 }
 
 
-def load(data: bytes, where: str, globals_: dict, persistent_load):
+def load(data: bytes, where: str, globals_: dict, persistent_load, *, key_types: tuple = ()):
     """The object pickled in ``data`` (module docstring). ``globals_``: ``(module, name)`` -> value or
-    :class:`StandIn`; ``persistent_load(pid)``: the object a BINPERSID reference stands for."""
+    :class:`StandIn`; ``persistent_load(pid)``: the object a BINPERSID reference stands for;
+    ``key_types``: immutable types of the caller's own that may be dict keys besides scalars."""
     try:
-        return _Reader(data, where, globals_, persistent_load).run()
+        return _Reader(data, where, globals_, persistent_load, _SCALARS + tuple(key_types)).run()
     except ModelFormatError:
         raise
     except (TypeError, ValueError, OverflowError, RecursionError, IndexError, KeyError, struct.error) as exc:

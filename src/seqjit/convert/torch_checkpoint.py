@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from seqjit.convert import restricted_pickle
-from seqjit.convert.restricted_pickle import StandIn
+from seqjit.convert.restricted_pickle import StandIn, flat_key, shown
 from seqjit.errors import ModelFormatError
 from seqjit.models.files import open_regular
 
@@ -93,6 +93,9 @@ class Device:
         return self.type if self.index is None else f"{self.type}:{self.index}"
 
 
+_KEY_TYPES = (str, bytes, int, float, complex, bool, type(None), DType, Device)
+
+
 class _Storage:
     """A storage's bytes, and the arrays of its element type made from them (bfloat16 widened)."""
 
@@ -134,17 +137,17 @@ class _Read:
     def persistent_load(self, pid):
         if not (type(pid) is tuple and len(pid) == 5 and pid[0] == "storage" and isinstance(pid[1], StandIn)
                 and pid[1].name in self.kinds and type(pid[2]) is str and type(pid[4]) is int):
-            self.fail(f"an unknown reference in the checkpoint ({str(pid)[:80]})")
+            self.fail(f"an unknown reference in the checkpoint ({shown(pid)})")
         kind_name, key, numel = pid[1].name, pid[2], pid[4]
         kind = self.kinds[kind_name]
         itemsize = 1 if kind is None else np.dtype("uint16" if kind == "bfloat16" else kind).itemsize
         if key not in self.storages:
             member = f"{self.prefix}data/{key}"
             if member not in self.archive.NameToInfo:
-                self.fail(f"storage {key} is missing from the archive")
+                self.fail(f"storage {shown(key)} is missing from the archive")
             raw = self.archive.read(member)
             if len(raw) != numel * itemsize:
-                self.fail(f"storage {key} holds {len(raw)} bytes, not the {numel} {kind_name} elements its "
+                self.fail(f"storage {key} holds {len(raw)} bytes, not the {shown(numel)} {kind_name} elements its "
                           "reference states")
             self.storages[key] = (_Storage(key, raw), kind_name)
         storage, first = self.storages[key]
@@ -174,17 +177,17 @@ class _Read:
         if (type(size) is not tuple or type(stride) is not tuple or len(size) != len(stride) or len(size) > 32
                 or not all(type(n) is int for n in (offset, *size, *stride))
                 or offset < 0 or any(n < 0 for n in size) or any(s < 0 for s in stride)):
-            self.fail(f"a tensor on storage {storage.key} has a bad layout (size {str(size)[:80]}, stride "
-                      f"{str(stride)[:80]}, offset {str(offset)[:20]})")
+            self.fail(f"a tensor on storage {storage.key} has a bad layout (size {shown(size)}, stride "
+                      f"{shown(stride)}, offset {shown(offset)})")
         numel = int(np.prod(size, dtype=object)) if size else 1
         nbytes = numel * values.itemsize
         if numel and offset + sum((n - 1) * s for n, s in zip(size, stride)) >= values.size:
-            self.fail(f"a tensor in the checkpoint (size {size}, stride {stride}, offset {offset}) reaches past "
-                      f"its storage {storage.key} of {values.size} elements")
+            self.fail(f"a tensor in the checkpoint (size {shown(size)}, stride {shown(stride)}, offset "
+                      f"{shown(offset)}) reaches past its storage {storage.key} of {values.size} elements")
         if nbytes > EXPAND_FACTOR * values.nbytes + EXPAND_SLACK:
-            self.fail(f"a tensor of size {size} with strides {stride} on storage {storage.key} ({values.size} "
-                      f"elements) would copy to {nbytes} bytes, more than {EXPAND_FACTOR} times its storage: an "
-                      "expanded (stride-0) view is not read")
+            self.fail(f"a tensor of size {shown(size)} with strides {shown(stride)} on storage {storage.key} "
+                      f"({values.size} elements) would copy to {shown(nbytes)} bytes, more than {EXPAND_FACTOR} times "
+                      "its storage: an expanded (stride-0) view is not read")
         if nbytes > self.budget:
             self.fail(f"the tensors of the checkpoint copy to more than {TOTAL_FACTOR} times its {self.size} bytes")
         self.budget -= nbytes
@@ -205,8 +208,8 @@ def _admitted(read: _Read, namespace: bool) -> dict:
 
     def to_set(kind):
         def make(items=()):
-            if type(items) not in (list, tuple, set):
-                read.fail(f"{kind.__name__}() of {type(items).__name__} in the checkpoint")
+            if type(items) not in (list, tuple, set) or not all(flat_key(i, _KEY_TYPES) for i in items):
+                read.fail(f"{kind.__name__}() of {type(items).__name__} in the checkpoint (a list of scalars)")
             return kind(items)
         return make
 
@@ -368,7 +371,7 @@ def read_checkpoint(path, *, namespace: bool = False):
                     raise ModelFormatError(f"{path}: big-endian checkpoints are not read")
                 read = _Read(path, archive, prefix, size, namespace)
                 obj = restricted_pickle.load(archive.read(f"{prefix}data.pkl"), f"{path} ({prefix}data.pkl)",
-                                             read.globals, read.persistent_load)
+                                             read.globals, read.persistent_load, key_types=(DType, Device))
                 _check_plain(read, obj)
                 unused = [n for n in archive.NameToInfo if n.startswith(f"{prefix}data/")
                           and n[len(prefix) + 5:] not in read.storages]
