@@ -72,7 +72,7 @@ def test_a_fifo_is_refused_without_blocking(tmp_path, no_library_read):
 
 
 def test_a_valid_file_still_reads(tmp_path):
-    tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.zeros(0, np.int64),
+    tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.zeros((2, 0, 3), np.int64),
                "c": np.array([True, False])}
     write_safetensors(tmp_path / "ok.safetensors", tensors)
     got, _ = read_safetensors(tmp_path / "ok.safetensors")

@@ -220,4 +220,5 @@ def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> None
 
 
 def crc32(arr: np.ndarray) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(arr)).cast("B"))
+    # flattened first: memoryview.cast refuses a shape with a zero in it, such as (2, 0, 3)
+    return zlib.crc32(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
