@@ -109,12 +109,6 @@ class _Reader:
             self.fail(f"{what} applied to {type(self.stack[-1]).__name__ if self.stack else 'nothing'}")
         return self.stack[-1]
 
-    def text(self, n: int) -> str:
-        try:
-            return self.take(n).decode("utf-8")
-        except UnicodeDecodeError:
-            self.fail("a string is not UTF-8")
-
     def global_(self, module, name):
         if not isinstance(module, str) or not isinstance(name, str):
             self.fail("a global is named by something other than two strings")
@@ -298,6 +292,36 @@ def _pop(r):
         r.pop_mark()
 
 
+def _counted(width: int, decode):
+    """An opcode whose ``width``-byte length precedes its bytes: pushes ``decode(bytes)`` (the hot
+    path of a vocabulary's strings, so written out without helpers)."""
+    def op(r):
+        data, pos = r.data, r.pos
+        start = pos + width
+        end = start + int.from_bytes(data[pos:start], "little")
+        if end > len(data):
+            r.fail(f"a length of {end - start} bytes is claimed, {max(len(data) - start, 0)} are left")
+        r.pos = end
+        r.stack.append(decode(data[start:end]))
+    return op
+
+
+def _utf8(raw: bytes) -> str:
+    return raw.decode("utf-8")  # UnicodeDecodeError: a ValueError, reported by load()
+
+
+def _memo_op(width: int, put: bool):
+    """(LONG_)BINPUT / (LONG_)BINGET with a ``width``-byte index."""
+    def op(r):
+        pos = r.pos
+        if pos + width > len(r.data):
+            r.fail("a memo index is cut off")
+        r.pos = pos + width
+        key = int.from_bytes(r.data[pos:pos + width], "little")
+        (_memo_put if put else _memo_get)(r, key)
+    return op
+
+
 def _value(read):
     """An opcode that pushes ``read(r)``."""
     return lambda r: r.stack.append(read(r))
@@ -314,10 +338,9 @@ _OPS = {  # opcode byte -> its action (the names are pickletools')
     ord("J"): _value(lambda r: _signed(r, 4)), ord("K"): _value(lambda r: r.uint(1)),  # BININT BININT1
     ord("M"): _value(lambda r: r.uint(2)), 0x8a: _value(lambda r: _signed(r, r.uint(1))),  # BININT2 LONG1
     0x8b: _value(lambda r: _signed(r, r.uint(4))), ord("G"): _value(lambda r: _DOUBLE.unpack(r.take(8))[0]),
-    ord("X"): _value(lambda r: r.text(r.uint(4))), 0x8c: _value(lambda r: r.text(r.uint(1))),  # (SHORT_)BINUNICODE
-    0x8d: _value(lambda r: r.text(r.uint(8))),  # BINUNICODE8
-    ord("B"): _value(lambda r: r.take(r.uint(4))), ord("C"): _value(lambda r: r.take(r.uint(1))),  # (SHORT_)BINBYTES
-    0x8e: _value(lambda r: r.take(r.uint(8))), 0x96: _value(lambda r: bytearray(r.take(r.uint(8)))),
+    ord("X"): _counted(4, _utf8), 0x8c: _counted(1, _utf8), 0x8d: _counted(8, _utf8),  # BINUNICODE(8), SHORT_
+    ord("B"): _counted(4, bytes), ord("C"): _counted(1, bytes), 0x8e: _counted(8, bytes),  # BINBYTES(8), SHORT_
+    0x96: _counted(8, bytearray),  # BYTEARRAY8
     ord("]"): _value(lambda r: []), ord("a"): _append, ord("e"): _appends,  # EMPTY_LIST APPEND APPENDS
     ord("l"): lambda r: r.push(r.pop_mark()),  # LIST
     ord(")"): _value(lambda r: ()), ord("t"): lambda r: r.push(tuple(r.pop_mark())),  # EMPTY_TUPLE TUPLE
@@ -326,9 +349,8 @@ _OPS = {  # opcode byte -> its action (the names are pickletools')
     0x8f: _value(lambda r: set()), 0x90: _additems,  # EMPTY_SET ADDITEMS
     ord("c"): _global, 0x93: _stack_global, ord("R"): _reduce, 0x81: _newobj, 0x92: _newobj_ex,
     ord("b"): lambda r: r.build(), ord("Q"): _persid,  # BUILD BINPERSID
-    ord("q"): lambda r: _memo_put(r, r.uint(1)), ord("r"): lambda r: _memo_put(r, r.uint(4)),  # (LONG_)BINPUT
-    0x94: lambda r: _memo_put(r, len(r.memo)),  # MEMOIZE
-    ord("h"): lambda r: _memo_get(r, r.uint(1)), ord("j"): lambda r: _memo_get(r, r.uint(4)),  # (LONG_)BINGET
+    ord("q"): _memo_op(1, True), ord("r"): _memo_op(4, True), 0x94: lambda r: _memo_put(r, len(r.memo)),
+    ord("h"): _memo_op(1, False), ord("j"): _memo_op(4, False),  # (LONG_)BINGET; before: (LONG_)BINPUT MEMOIZE
 }
 
 
