@@ -88,9 +88,18 @@ def test_build_never_changes_a_class_or_stand_in(tmp_path, crafted):
             argparse.Namespace.__eq__ = original_eq
 
 
-def test_stand_ins_are_fresh_per_read_and_never_values(tmp_path):
-    # a stand-in for a function returned as a value would let the caller reach the reader's internals
-    path = write_archive(tmp_path / "value.pt", b"\x80\x02ctorch._utils\n_rebuild_tensor_v2\n.")
+REBUILD = b"ctorch._utils\n_rebuild_tensor_v2\n"
+STAND_IN_VALUES = {
+    "the-object": b"\x80\x02" + REBUILD + b".",
+    "in-a-list": b"\x80\x02]" + REBUILD + b"a.",
+    "as-an-ordered-dict-attribute": b"\x80\x02ccollections\nOrderedDict\n)R}" + unicode("_metadata") + REBUILD + b"sb.",
+}
+
+
+@pytest.mark.parametrize("crafted", STAND_IN_VALUES.values(), ids=STAND_IN_VALUES.keys())
+def test_a_stand_in_is_never_a_value(tmp_path, crafted):
+    # a stand-in returned as a value would let the caller reach the reader's internals
+    path = write_archive(tmp_path / "value.pt", crafted)
     with pytest.raises(ModelFormatError, match=r"value\.pt.*_rebuild_tensor_v2 as a value"):
         read_checkpoint(path)
 

@@ -26,7 +26,12 @@ Nothing the file claims is trusted before it is checked against the file itself:
   and storage (``torch.zeros(1).expand(10**6, 10**6)`` saves to 1.5 kB and copies to 4 TB); a
   read-only view instead would only move that allocation to the first caller that copies it. All
   arrays together are at most ``TOTAL_FACTOR`` times the file's size plus ``EXPAND_SLACK`` bytes;
-- the object read is plain data: no stand-in as a value, no cycle, nesting at most ``MAX_DEPTH``.
+- the object read is plain data: no stand-in as a value, no cycle, nesting at most ``MAX_DEPTH``,
+  dict keys and set items scalars or flat tuples of them (hashing costs linear time).
+
+Besides what ``torch.load(weights_only=True)`` reads, ``b""`` pickled at protocol 2 (as
+``builtins.bytes()``) and protocol 3-5 pickles (which it refuses: SHORT_BINBYTES, FRAME) are read;
+tensors of types NumPy lacks (float8, quantized) and tensor subclasses are refused.
 
 Every problem is a :class:`~seqjit.errors.ModelFormatError` naming the file.
 """
@@ -312,8 +317,8 @@ def _check_plain(read: _Read, obj) -> None:
 
 
 def _children(item):
-    if isinstance(item, dict):
-        return [*item.keys(), *item.values()]
+    if isinstance(item, dict):  # an OrderedDict's attributes (its state dict's _metadata) too
+        return [*item.keys(), *item.values(), *getattr(item, "__dict__", {}).values()]
     if isinstance(item, argparse.Namespace):
         return list(vars(item).values())
     return list(item)
