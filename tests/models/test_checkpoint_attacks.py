@@ -174,6 +174,26 @@ def test_a_member_size_past_the_file_is_refused(tmp_path):
         read_checkpoint(edited)
 
 
+@pytest.mark.parametrize("field,value,message", [
+    (10, 99, "compressed with method 99"),  # AES: zipfile raises NotImplementedError
+    (8, 1, "is encrypted"),  # flag bit 0: zipfile raises RuntimeError (a password is needed)
+], ids=["method-99", "encrypted"])
+def test_members_zipfile_cannot_read_are_typed_errors(tmp_path, field, value, message):
+    path = saved(tmp_path, "odd.pt", {"w": torch.zeros(3)})
+    raw = bytearray(path.read_bytes())
+    at = 0
+    while (at := raw.find(b"PK\x01\x02", at)) >= 0:  # every central directory entry
+        struct.pack_into("<H", raw, at + field, value)
+        at += 4
+    at = 0
+    while (at := raw.find(b"PK\x03\x04", at)) >= 0:  # and every local header (2 bytes earlier there)
+        struct.pack_into("<H", raw, at + field - 2, value)
+        at += 4
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ModelFormatError, match=r"odd\.pt: member odd/.* " + message):
+        read_checkpoint(path)
+
+
 # (e) paths that are not regular files ---------------------------------------------------------------
 
 def test_a_fifo_is_refused_without_blocking(tmp_path):
