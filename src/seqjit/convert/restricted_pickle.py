@@ -16,7 +16,7 @@ how the next one is read. This interpreter reads the binary opcodes of protocols
   read or allocated, and the MARK nesting is bounded, so memory stays linear in the pickle's size;
 - dict keys and set items are scalars or flat tuples of scalars (:func:`flat_key`): DUP and the memo
   let a few bytes build a tuple whose tree doubles at every level, and hashing one walks the whole
-  tree (2**40 steps from 100 bytes); errors show values through :func:`shown`, which is bounded;
+  tree (2**60 steps from 130 bytes); errors show values through :func:`shown`, which is bounded;
 - the text opcodes of protocols 0 and 1 (which ``torch.save`` does not write), INST/OBJ, out-of-band
   buffers and unknown opcodes are refused, naming the opcode and its offset.
 
