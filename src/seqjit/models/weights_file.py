@@ -3,7 +3,10 @@
 Reading (:func:`read_safetensors`) goes in this order, so a bad file costs little:
 
 1. the header (8-byte length + JSON) is read and checked by seqjit first: entries well formed, every
-   dtype one NumPy has (``F8_E4M3``, ``BF16``... are refused naming the tensor), and, when the caller
+   dtype one NumPy has (``F8_E4M3``, ``BF16``... are refused naming the tensor), every tensor's
+   bytes (its shape's product, in Python integers, times its element size) equal to the span of its
+   ``data_offsets``, the spans inside the file and tiling its data region without overlap or gap,
+   so nothing a header declares is allocated beyond the file's own size; and, when the caller
    gives the architecture's weight spec, every name, shape and dtype against it: a config that
    contradicts the weights is refused before any tensor is read;
 2. safetensors reads the tensors (it checks offsets and the file size: a truncated file is refused);
@@ -30,6 +33,8 @@ from seqjit.models.files import open_regular, parse_json
 CRC_KEY = "seqjit.crc32"
 #: safetensors' own limit on the header size
 HEADER_MAX_BYTES = 100 << 20
+#: the most dimensions a tensor may declare (NumPy's own limit is 64)
+MAX_DIMS = 32
 #: safetensors dtype code -> the NumPy dtype it is read as
 DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64", "I32": "int32", "I16": "int16",
           "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
@@ -60,10 +65,30 @@ def read_header(path: Path) -> tuple:
     metadata = header.pop("__metadata__", {})
     if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
         raise ModelFormatError(f"{path}: the safetensors __metadata__ must map names to strings")
-    entries = {}
+    entries, spans = {}, []
     for name, entry in header.items():
-        entries[name] = _entry(path, name, entry)
+        entries[name], span = _entry(path, name, entry)
+        spans.append((span, name))
+    _check_spans(path, spans, size - 8 - length)
     return entries, metadata
+
+
+def _check_spans(path: Path, spans: list, data_bytes: int) -> None:
+    """The tensors' ``data_offsets`` tile the ``data_bytes`` after the header: in order, no overlap,
+    no gap, nothing past the end (safetensors' own rule, checked here before it reads anything)."""
+    at = 0
+    for (begin, end), name in sorted(spans):
+        if end > data_bytes:
+            raise ModelFormatError(f"{path}: tensor {name!r} has data_offsets [{begin}, {end}], past the "
+                                   f"{data_bytes} bytes of data the file holds; it is truncated or corrupted")
+        if begin != at:
+            what = "overlaps the tensor before it" if begin < at else f"leaves bytes {at} to {begin} unused"
+            raise ModelFormatError(f"{path}: tensor {name!r} (data_offsets [{begin}, {end}]) {what}; the header "
+                                   "is corrupted")
+        at = end
+    if at != data_bytes:
+        raise ModelFormatError(f"{path}: the tensors' data ends at byte {at} of the {data_bytes} after the header; "
+                               "the file holds bytes no tensor names (corrupted)")
 
 
 def _entry(path: Path, name: str, entry) -> tuple:
@@ -81,7 +106,19 @@ def _entry(path: Path, name: str, entry) -> tuple:
         shown = dtype if isinstance(dtype, str) else repr(dtype)[:40]
         raise ModelFormatError(f"{path}: tensor {name!r} has dtype {shown}, which seqjit cannot read (supported: "
                                f"{', '.join(DTYPES)}); convert the weights to float32 first")
-    return tuple(shape), np.dtype(DTYPES[dtype])
+    if len(shape) > MAX_DIMS:
+        raise ModelFormatError(f"{path}: tensor {name!r} has {len(shape)} dimensions, more than the {MAX_DIMS} "
+                               "seqjit reads")
+    begin, end = offsets
+    nbytes = np.dtype(DTYPES[dtype]).itemsize
+    for n in shape:  # Python integers: no overflow, however large the declared shape
+        nbytes *= n
+    if begin > end or end - begin != nbytes:
+        shown = nbytes if nbytes < 1 << 64 else "over 2**64"  # str() of a huge int raises ValueError
+        raise ModelFormatError(f"{path}: tensor {name!r} declares shape {str(shape)[:80]} of {dtype} "
+                               f"({shown} bytes), but its data_offsets [{begin}, {end}] span "
+                               f"{end - begin} bytes; the header is corrupted")
+    return (tuple(shape), np.dtype(DTYPES[dtype])), (begin, end)
 
 
 def check_header(path: Path, entries: dict, spec: dict) -> None:
@@ -183,4 +220,5 @@ def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> None
 
 
 def crc32(arr: np.ndarray) -> int:
-    return zlib.crc32(memoryview(np.ascontiguousarray(arr)).cast("B"))
+    # flattened first: memoryview.cast refuses a shape with a zero in it, such as (2, 0, 3)
+    return zlib.crc32(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
