@@ -101,3 +101,15 @@ def test_lexicon_byte_order_mark_and_special_files(tmp_path):
     done = run_bounded(code, seconds=60, memory=1 << 30)
     assert done.returncode == 0 and done.stdout.startswith("LexiconError /dev/zero: the lexicon is a device"), \
         (done.stdout, done.stderr[-2000:])
+
+
+def test_parquet_sniffing_does_not_open_a_fifo(tmp_path):
+    """--ray peeks at the input for Parquet's magic: a FIFO must not be opened for that (it would
+    block, and its writer's data would go to the peek instead of the reader)."""
+    from seqjit.commands.ray_run import is_parquet
+
+    os.mkfifo(tmp_path / "in.fifo")
+    with deadline(30):
+        assert not is_parquet(tmp_path / "in.fifo")
+    (tmp_path / "t.parquet").write_bytes(b"PAR1....")
+    assert is_parquet(tmp_path / "t.parquet")
