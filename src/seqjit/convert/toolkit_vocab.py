@@ -15,6 +15,11 @@ and its tokenisation, so ``seqjit translate`` reads and writes text for a conver
   of ``vocab_size_multiple`` with ``averyunlikelytoken<i>``. Tokenisation: whitespace, or the
   ``sentencepiece`` transform (``src_subword_model``, ``tgt_subword_model``); sources get no end token.
 
+A file an option names is found only inside the directory of the checkpoint or config naming it
+(:func:`named_file`), or given on the command line (``--src-spm``...); a SentencePiece model is read
+bounded and must load as one (:mod:`seqjit.convert.spm_check`) before anything is written, and
+:func:`write` replaces, never follows, a link planted at a name it writes.
+
 Other tokenisers (subword-nmt BPE, OpenNMT-py's ``bpe``/``onmt_tokenize`` transforms, Moses
 pre-tokenisation) raise a :class:`ConfigError` naming the option: convert without the vocabularies
 and translate ids (``--ids``).
