@@ -186,3 +186,22 @@ def test_fuzzed_files_raise_only_typed_errors(tmp_path):
     assert hypothesis.__version__
     with deadline(300):
         check()
+
+
+def test_keras_archive_member_claiming_more_than_compression_gives_is_refused(tmp_path):
+    """A ``.keras`` member whose declared size is past what deflate can expand its compressed bytes
+    to (a zip bomb, or a size field edited) is refused before it is decompressed."""
+    import struct
+    import zipfile
+
+    path = tmp_path / "m.keras"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("config.json", json.dumps(model_config()))
+        z.writestr("model.weights.h5", write_h5(tmp_path / "w.h5").read_bytes())
+    raw = bytearray(path.read_bytes())
+    entry = raw.rindex(b"PK\x01\x02")  # the central directory's last entry: model.weights.h5, written last
+    compressed = struct.unpack_from("<I", raw, entry + 20)[0]
+    struct.pack_into("<I", raw, entry + 24, compressed * 2000)  # the central directory's uncompressed size
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ModelFormatError, match=r"model.weights.h5 claims \d+ bytes from \d+ compressed"):
+        from_keras(path, **IDS)
