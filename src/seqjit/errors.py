@@ -82,3 +82,10 @@ class DeviceOutOfMemory(MemoryError):
 class LexiconError(ValueError):
     """A pronunciation lexicon cannot be used: the file is missing or unreadable, not UTF-8, or a line is
     malformed (no pronunciation after the word). The message names the file and the line."""
+
+
+class InputError(ValueError):
+    """An input of the text commands (``--input``, stdin) cannot be read as lines: it is a device or a
+    socket (not a file, a FIFO or a pipe), or a line runs past the longest line read (a stream
+    without line breaks, such as a FIFO fed from ``/dev/zero``). The message names the input and,
+    for a line, its number (``FILE:LINE``)."""

@@ -115,8 +115,9 @@ def test_joeynmt_sentencepiece_model_translates_text(cli, tmp_path):
     side = {"level": "bpe", "tokenizer_type": "sentencepiece", "tokenizer_cfg": {"model_file": str(tmp_path / "sp.model")}}
     data_cfg = {"src": {"lang": "xx", **side}, "trg": {"lang": "yy", **side}}
     (ckpt_dir / "config.yaml").write_text(yaml.safe_dump({"data": data_cfg, "model": model_cfg}), encoding="utf-8")
+    # the config names a model outside its directory, which seqjit does not read unless given as --src-spm
     code, out, err = cli("convert", ckpt_dir / "best.ckpt", tmp_path / "sj", "--from", "joeynmt", "--config",
-                         ckpt_dir / "config.yaml")
+                         ckpt_dir / "config.yaml", "--src-spm", tmp_path / "sp.model", "--tgt-spm", tmp_path / "sp.model")
     assert code == 0, err
     assert (tmp_path / "sj" / "source.spm").read_bytes() == (tmp_path / "sp.model").read_bytes()
     text = [" ".join(rng.choice(words + ["zeta"], rng.integers(1, 5))) for _ in range(40)]

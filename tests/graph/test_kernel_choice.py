@@ -200,3 +200,58 @@ def test_a_near_tie_keeps_the_callers_fixed_choice(cache):
     cached(3, stored=1.0, packed=1.2)
     assert kc.choose(3, 64, 96, packed_from=5) == "packed"
     assert calls == []
+
+
+def test_planted_temporary_name_is_not_written_through(cache, tmp_path):
+    """The temporary file the cache is written through has a name no one can plant a link at: the
+    names the old scheme used (pid, thread) are links to a victim, which stays as it was."""
+    import os
+    import threading
+
+    path, calls = cache
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious")
+    for name in (f".{kc.FILE}.{os.getpid()}.{threading.get_ident()}", f".{kc.FILE}.tmp"):
+        os.symlink(victim, tmp_path / name)
+    kc.entry(*SHAPE)
+    assert victim.read_text() == "precious"
+    assert json.loads(path.read_text())["choices"]  # the cache was written, beside the links
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
+
+
+def test_fifo_at_the_cache_path_does_not_block(cache):
+    import os
+
+    from ..hostile_paths import deadline
+
+    path, calls = cache
+    os.mkfifo(path)
+    with deadline(30):
+        assert kc.entry(*SHAPE)["choice"] in kc.CANDIDATES
+    assert len(calls) == 1 and path.is_file()  # measured, and the FIFO replaced by the cache file
+
+
+def test_link_to_dev_zero_at_the_cache_path_is_not_read_forever(tmp_path):
+    import os
+
+    from ..hostile_paths import run_bounded
+
+    os.symlink("/dev/zero", tmp_path / kc.FILE)
+    code = ("from pathlib import Path; from seqjit.graph import kernel_choice as kc; "
+            f"print(kc._read(Path({str(tmp_path / kc.FILE)!r})))")
+    done = run_bounded(code, seconds=60, memory=1 << 30)
+    assert done.returncode == 0 and done.stdout.strip() == "{}", done.stderr[-2000:]
+
+
+@pytest.mark.parametrize("entry", [{"choice": "packed"}, {"choice": "packed", "gflops": {"stored": 1.0}},
+                                   {"choice": "packed", "gflops": {"stored": "1", "packed": 2.0}},
+                                   {"choice": "stored", "gflops": {"stored": float("nan"), "packed": 1.0}},
+                                   {"choice": "stored", "gflops": []}])
+def test_bad_entry_is_measured_again(cache, entry):
+    """A cached entry without a candidate's rate (or with one that is not a number) is dropped and
+    measured again, not a KeyError in choose()."""
+    path, calls = cache
+    data = {"version": kc._version(), "cpu": kc.cpu_model(), "choices": {kc.key(kc.shape_class(*SHAPE)): entry}}
+    path.write_text(json.dumps(data))
+    assert kc.choose(*SHAPE) in kc.CANDIDATES
+    assert len(calls) == 1

@@ -31,6 +31,9 @@ VARIANTS = {
     # directions summed (merge_mode "sum"), a decoder of H from zeros, additive attention
     "bigru-sum-additive": dict(cell="GRU", attention="additive", hidden=True, context_first=True,
                                bidirectional="sum", initial_state=False),
+    # both Dense layers wrapped in TimeDistributed (a common way to write the per-step projections)
+    "lstm-dot-timedistributed": dict(cell="LSTM", attention="dot", hidden=True, context_first=False,
+                                     time_distributed=True),
 }
 
 
@@ -39,7 +42,8 @@ def build(kind: str, seed: int = 3):
     import keras
     from keras import layers
 
-    v = {"dropout": False, "initial_state": True, "mask": True, "bidirectional": None, **VARIANTS[kind]}
+    v = {"dropout": False, "initial_state": True, "mask": True, "bidirectional": None, "time_distributed": False,
+         **VARIANTS[kind]}
     keras.utils.set_random_seed(seed)
     rnn = getattr(layers, v["cell"])
     src = keras.Input((None,), dtype="int32", name="src")
@@ -66,9 +70,14 @@ def build(kind: str, seed: int = 3):
         att = layers.AdditiveAttention(use_scale=v["attention"] == "additive", name="attention")
     ctx = att([dec_out, enc_out])
     z = layers.Concatenate(name="concat")([ctx, dec_out] if v["context_first"] else [dec_out, ctx])
+    def dense(units, activation, name):
+        if v["time_distributed"]:
+            return layers.TimeDistributed(layers.Dense(units, activation=activation), name=name)
+        return layers.Dense(units, activation=activation, name=name)
+
     if v["hidden"]:
-        z = layers.Dense(10, activation="tanh", name="attentional")(z)
-    out = layers.Dense(VT, activation="softmax", name="out")(z)
+        z = dense(10, "tanh", "attentional")(z)
+    out = dense(VT, "softmax", "out")(z)
     model = keras.Model([src, tgt], out)
     rng = np.random.default_rng(seed)
     for layer in model.layers:  # wider weights than Keras' initialisers: distinct greedy choices

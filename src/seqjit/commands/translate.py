@@ -42,7 +42,7 @@ from seqjit.commands import ray_run
 from seqjit.commands.messages import Reporter, hint_terminal_stdin, is_terminal
 from seqjit.commands.output import STDIO, output_stream, refuse_input_as_output
 from seqjit.commands.scores import both_scores, output_length
-from seqjit.text.batching import Failed, count_lines, process, read_lines
+from seqjit.text.batching import Failed, check_input, count_lines, process, read_lines
 from seqjit.text.lines import line_records, resolve_max_length
 from seqjit.text.hf_tokenizer import TOKENIZER_JSON, HFTokenizerCodec
 from seqjit.text.translation import codec_for, load_any, target_language
@@ -56,7 +56,10 @@ def register(subparsers) -> None:
                     "files (source.spm, target.spm, vocab.json, as Marian models do).")
     p.add_argument("--model", required=True, metavar="DIR",
                    help="a seqjit model directory (config.json + model.safetensors) or a Hugging Face MarianMT directory")
-    p.add_argument("--input", default="-", metavar="FILE", help="one source per line (default: - , stdin)")
+    p.add_argument("--input", default="-", metavar="FILE",
+                   help="one source per line (default: - , stdin): a file, or a FIFO or pipe read as a stream like "
+                        "stdin (a device is refused); a UTF-8 byte order mark is dropped; a line of more than "
+                        "1 MiB is an error that stops the run")
     p.add_argument("--output", default="-", metavar="FILE", help="one result per line (default: - , stdout)")
     p.add_argument("--beam-size", type=int, default=1, metavar="N", help="beam width (default: 1, greedy)")
     p.add_argument("--max-length", type=int, default=None, metavar="N",
@@ -129,12 +132,7 @@ def run(args) -> int:
         raise ValueError("--min-length is not supported with --ray yet")
     if json_out and args.ray is not None:
         raise ValueError("--format json is not supported with --ray yet")
-    if args.input != "-":
-        source = Path(args.input)
-        if not source.exists():
-            raise FileNotFoundError(f"the input file {source} does not exist")
-        if source.is_dir():
-            raise IsADirectoryError(f"the input {source} is a directory, not a file")
+    check_input(args.input)  # missing, a directory or a device: an error before the model loads
     refuse_input_as_output(args.input, args.output)
 
     if args.ray is not None:

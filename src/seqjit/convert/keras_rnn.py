@@ -11,7 +11,9 @@ The model is the Keras tutorials' functional training graph, each layer called o
     Concatenate()([h, context]) (either order)
     [Dense(Ao, activation="tanh" | "linear")] -> Dense(V, softmax | linear)
 
-``Dropout`` layers may sit anywhere on those paths (identity at inference). As seqjit's
+``Dropout`` layers may sit anywhere on those paths (identity at inference); either Dense may be
+wrapped in ``TimeDistributed`` (the same per-step product). The file is read by
+:mod:`seqjit.convert.keras_files` (regular file, bounded members, no external HDF5 storage or links). As seqjit's
 ``attention_seq2seq`` ("current" query, no input feeding, ``rnn_common`` names):
 
 - LSTM: Keras kernel [I, 4H] (gates i, f, c, o: PyTorch's i, f, g, o), recurrent kernel [H, 4H],
@@ -41,21 +43,18 @@ shared layers, any other layer class.
 """
 from __future__ import annotations
 
-import io
-import json
-import zipfile
-from pathlib import Path
-
 import numpy as np
 
+from seqjit.convert.keras_files import read_keras
 from seqjit.errors import ConfigError, ModelFormatError
 
-#: the largest config.json read from a .keras archive, and the largest weights file
-CONFIG_MAX_BYTES = 64 << 20
-WEIGHTS_MAX_BYTES = 8 << 30
 PASSTHROUGH = ("Dropout", "SpatialDropout1D", "GaussianDropout", "AlphaDropout")
-KNOWN = ("InputLayer", "NotEqual", "Embedding", "LSTM", "GRU", "Bidirectional", "AdditiveAttention", "Attention",
-         "Concatenate", "Dense") + PASSTHROUGH
+#: the mask computations Keras records in the graph (the padding mask of ``mask_zero`` embeddings, and
+#: what it combines it into for a TimeDistributed layer's ``mask=``): they feed only ``mask=`` arguments,
+#: which seqjit's source masking replaces; one on the data path is refused by the class checks there
+MASK_OPS = ("NotEqual", "ConvertToTensor", "ExpandDims", "ZerosLike", "LogicalOr", "Any")
+KNOWN = ("InputLayer", "Embedding", "LSTM", "GRU", "Bidirectional", "AdditiveAttention", "Attention",
+         "Concatenate", "Dense", "TimeDistributed") + MASK_OPS + PASSTHROUGH
 
 
 class _Layer:
@@ -93,87 +92,6 @@ def _refs(obj) -> list:
     return out
 
 
-# -- reading the file ---------------------------------------------------------------------------------
-def read_keras(path) -> tuple:
-    """(config dict of the functional model, layer name -> its weight arrays in Keras' order); a file
-    that is not a readable Keras model is a ModelFormatError naming it."""
-    try:
-        import h5py
-    except ImportError:
-        raise ImportError("reading a Keras model needs h5py: pip install 'seqjit[keras]'") from None
-
-    path = Path(path)
-    if not path.is_file():
-        raise ModelFormatError(f"{path}: no such file (expected a .keras or .h5 Keras model)")
-    try:
-        return _read(path, h5py)
-    except (zipfile.BadZipFile, OSError, UnicodeDecodeError, RecursionError, KeyError, TypeError,
-            AttributeError) as exc:
-        raise ModelFormatError(f"{path}: not a readable Keras model ({type(exc).__name__}: {str(exc)[:200]})") from None
-    except ValueError as exc:
-        if isinstance(exc, ModelFormatError):
-            raise
-        raise ModelFormatError(f"{path}: not a readable Keras model ({type(exc).__name__}: {str(exc)[:200]})") from None
-
-
-def _read(path: Path, h5py) -> tuple:
-    if path.suffix == ".keras":
-        with zipfile.ZipFile(path) as archive:
-            config = json.loads(_member(archive, "config.json", CONFIG_MAX_BYTES, path))
-            raw = _member(archive, "model.weights.h5", WEIGHTS_MAX_BYTES, path)
-        with h5py.File(io.BytesIO(raw), "r") as f:
-            return config, _keras_v3_weights(f, path)
-    if path.suffix in (".h5", ".hdf5"):
-        with h5py.File(path, "r") as f:
-            text = f.attrs.get("model_config")
-            if text is None:
-                raise ModelFormatError(f"{path}: no model_config attribute (a weights-only file? save the whole model)")
-            config = json.loads(text.decode() if isinstance(text, bytes) else text)
-            return config, _legacy_weights(f, path)
-    raise ModelFormatError(f"{path}: expected a .keras or .h5 file, got suffix {path.suffix!r}")
-
-
-def _member(archive, name: str, limit: int, path) -> bytes:
-    try:
-        info = archive.getinfo(name)
-    except KeyError:
-        raise ModelFormatError(f"{path}: the archive has no {name} (not a Keras 3 .keras file)") from None
-    if info.file_size > limit:
-        raise ModelFormatError(f"{path}: {name} is {info.file_size} bytes, more than seqjit reads ({limit})")
-    return archive.read(info)
-
-
-def _array(ds, where: str) -> np.ndarray:
-    if ds.dtype.kind != "f":
-        raise ModelFormatError(f"{where}: weight {ds.name} has dtype {ds.dtype}, expected floats")
-    return np.asarray(ds[()])
-
-
-def _keras_v3_weights(f, path) -> dict:
-    """``.keras``: ``layers/<path>/vars/<i>`` (an RNN's under ``cell/vars``), named by ``vars``' attribute."""
-    out = {}
-    for group in f.get("layers", {}).values():
-        if "vars" not in group:
-            continue
-        name = group["vars"].attrs.get("name")
-        arrays = []
-        for sub in ("vars", "cell/vars", "forward_layer/cell/vars", "backward_layer/cell/vars"):
-            if sub in group:
-                arrays += [_array(group[sub][str(i)], str(path)) for i in range(len(group[sub]))]
-        out[name.decode() if isinstance(name, bytes) else name] = arrays
-    return out
-
-
-def _legacy_weights(f, path) -> dict:
-    """``.h5``: ``model_weights/<layer>`` lists its weights in attribute ``weight_names``."""
-    out = {}
-    root = f.get("model_weights", f)
-    for name, group in root.items():
-        names = group.attrs.get("weight_names", [])
-        out[name] = [_array(group[n.decode() if isinstance(n, bytes) else n], str(path)) for n in names]
-    return out
-
-
 # -- the graph ----------------------------------------------------------------------------------------
 class _Graph:
     def __init__(self, config: dict, where: str):
@@ -187,6 +105,8 @@ class _Graph:
             if layer.cls not in KNOWN:
                 raise ModelFormatError(f"{where}: layer {layer.name!r} is a {layer.cls}, which seqjit does not import "
                                        f"(known: {', '.join(KNOWN)})")
+            if layer.cls == "TimeDistributed":
+                _unwrap_time_distributed(layer, where)
             self.layers[layer.name] = layer
         outputs = cfg.get("output_layers") or []
         if outputs and isinstance(outputs[0], str):  # one output is stored as [name, node, index]
@@ -209,6 +129,16 @@ class _Graph:
             raise ModelFormatError(f"{self.where}: expected a {' or '.join(classes)} layer here, got {layer.name!r} "
                                    f"({layer.cls})")
         return layer
+
+
+def _unwrap_time_distributed(layer: _Layer, where: str) -> None:
+    """``TimeDistributed(Dense)`` is the Dense itself (a Dense already acts on each time step): the
+    layer becomes a Dense of the inner config, keeping the wrapper's name (its weights' name)."""
+    inner = layer.config.get("layer") or {}
+    if inner.get("class_name") != "Dense":
+        raise ModelFormatError(f"{where}: TimeDistributed {layer.name!r} wraps a {inner.get('class_name')}; seqjit "
+                               "imports TimeDistributed(Dense) only")
+    layer.cls, layer.config = "Dense", inner.get("config") or {}
 
 
 def _option(layer: _Layer, key: str, allowed, where: str, default=None):

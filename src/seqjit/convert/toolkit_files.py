@@ -12,15 +12,25 @@ containers and runs no code. An OpenNMT-py checkpoint also holds its options as 
   ``model:`` section alone is accepted too. Vocabularies: ``--src-vocab`` / ``--tgt-vocab``, else
   ``src_vocab.txt`` / ``trg_vocab.txt`` beside SRC (where JoeyNMT saves them), else the config's
   ``voc_file``; none found: no text codec (ids only).
+
+A file named *inside* a checkpoint or config (``voc_file``, ``tokenizer_cfg.model_file``,
+``src_subword_model``...) is read only from the directory of the file that names it (the
+checkpoint's; the config's, or SRC's), as named when relative, else by its base name; one anywhere
+else is refused (a ConfigError naming the option and the flag to give it with: ``--src-vocab``,
+``--src-spm``...): a file from elsewhere must never end up copied into the converted model because a
+checkpoint said so. SentencePiece models are read bounded and must load as one before anything is
+written.
 - OpenNMT-py: the checkpoint's ``opt`` and ``vocab``; with a safetensors SRC, ``--config`` gives
   ``vars(checkpoint["opt"])`` as JSON and ``--src-vocab`` / ``--tgt-vocab`` the vocab files.
 """
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from seqjit.errors import ConfigError, ModelFormatError
+from seqjit.models.files import model_file
 
 CHECKPOINT_SUFFIXES = (".pt", ".ckpt", ".pth")
 
@@ -31,13 +41,19 @@ def _torch_load(path: Path, *, namespace: bool):
     return read_checkpoint(path, namespace=namespace)
 
 
-def read_toolkit(src, source: str, config: dict | None, *, src_vocab=None, tgt_vocab=None) -> tuple:
+def read_toolkit(src, source: str, config: dict | None, *, src_vocab=None, tgt_vocab=None, src_spm=None,
+                 tgt_spm=None, config_dir=None) -> tuple:
     """(state_dict, options for ``from_<source>``, vocabulary for :func:`toolkit_vocab.write` or None,
     description) from the files of a JoeyNMT or OpenNMT-py model (module docstring); ``config``: the
-    toolkit's options as read from ``--config`` (None: not given)."""
+    toolkit's options as read from ``--config`` (None: not given), ``config_dir`` the directory of
+    its file (None: given inline); ``src_spm`` / ``tgt_spm``: SentencePiece models given by the user
+    (``--src-spm`` / ``--tgt-spm``). A file an option names is read only from inside the directory of
+    the file naming it (the checkpoint's; the config's, or SRC's: :func:`toolkit_vocab.named_file`)."""
     from seqjit.convert import toolkit_vocab
 
     src = Path(src)
+    spm_files = (src_spm, tgt_spm)
+    bases = [src.parent] if config_dir is None else list(dict.fromkeys([Path(config_dir), src.parent]))
     checkpoint = src.suffix in CHECKPOINT_SUFFIXES
     if not checkpoint and src.suffix != ".safetensors":
         raise ValueError(f"--from {source}: SRC {src} must be the toolkit's checkpoint ({', '.join(CHECKPOINT_SUFFIXES)}) "
@@ -52,7 +68,8 @@ def read_toolkit(src, source: str, config: dict | None, *, src_vocab=None, tgt_v
         options = vars(ckpt["opt"]) if isinstance(ckpt["opt"], argparse.Namespace) else ckpt["opt"]
         vocab = ckpt.get("vocab") if src_vocab is None else None
         files = (src_vocab, tgt_vocab) if src_vocab is not None else (None, None)
-        words = toolkit_vocab.opennmt_vocab(options, vocab, *files, base=src.parent) if vocab or src_vocab else None
+        words = (toolkit_vocab.opennmt_vocab(options, vocab, *files, base=src.parent, spm_files=spm_files)
+                 if vocab or src_vocab else None)
         return state_dict, options, words, f"OpenNMT-py checkpoint ({len(state_dict)} tensors)"
     if checkpoint:  # JoeyNMT
         ckpt = _torch_load(src, namespace=False)
@@ -70,7 +87,8 @@ def read_toolkit(src, source: str, config: dict | None, *, src_vocab=None, tgt_v
                          "checkpoint)")
     options = config
     if source == "opennmt":
-        words = toolkit_vocab.opennmt_vocab(options, None, src_vocab, tgt_vocab, base=src.parent) if src_vocab else None
+        words = (toolkit_vocab.opennmt_vocab(options, None, src_vocab, tgt_vocab, base=bases, spm_files=spm_files)
+                 if src_vocab else None)
         return state_dict, options, words, kind
     data = options.get("data") if "model" in options else None
     model_cfg = options["model"] if "model" in options else options
@@ -78,13 +96,14 @@ def read_toolkit(src, source: str, config: dict | None, *, src_vocab=None, tgt_v
         raise ConfigError("--config: JoeyNMT's 'model:' section must be a mapping")
     files = []
     for given, name, side in ((src_vocab, "src_vocab.txt", "src"), (tgt_vocab, "trg_vocab.txt", "trg")):
-        found = Path(given) if given is not None else src.parent / name
+        found = Path(given) if given is not None else model_file(src.parent, name)  # no link leading out
         if given is None and not found.is_file() and isinstance(data, dict) and (data.get(side) or {}).get("voc_file"):
-            found = Path(data[side]["voc_file"])
-        files.append(found if given is not None or found.is_file() else None)
+            flag = "--src-vocab" if side == "src" else "--tgt-vocab"
+            found = toolkit_vocab.named_file(data[side]["voc_file"], f"data.{side}.voc_file", bases, flag)
+        files.append(found if given is not None or os.path.lexists(found) else None)
     if None in files:
         return state_dict, model_cfg, None, kind
-    return state_dict, model_cfg, toolkit_vocab.joeynmt_vocab(data, *files, base=src.parent), kind
+    return state_dict, model_cfg, toolkit_vocab.joeynmt_vocab(data, *files, base=bases, spm_files=spm_files), kind
 
 
 __all__ = ["CHECKPOINT_SUFFIXES", "read_toolkit"]

@@ -15,6 +15,11 @@ and its tokenisation, so ``seqjit translate`` reads and writes text for a conver
   of ``vocab_size_multiple`` with ``averyunlikelytoken<i>``. Tokenisation: whitespace, or the
   ``sentencepiece`` transform (``src_subword_model``, ``tgt_subword_model``); sources get no end token.
 
+A file an option names is found only inside the directory of the checkpoint or config naming it
+(:func:`named_file`), or given on the command line (``--src-spm``...); a SentencePiece model is read
+bounded and must load as one (:mod:`seqjit.convert.spm_check`) before anything is written, and
+:func:`write` replaces, never follows, a link planted at a name it writes.
+
 Other tokenisers (subword-nmt BPE, OpenNMT-py's ``bpe``/``onmt_tokenize`` transforms, Moses
 pre-tokenisation) raise a :class:`ConfigError` naming the option: convert without the vocabularies
 and translate ids (``--ids``).
@@ -22,9 +27,12 @@ and translate ids (``--ids``).
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from seqjit.errors import ConfigError, ModelFormatError
+from seqjit.convert.spm_check import spm_model
+from seqjit.models.files import model_file, write_replacing
 
 #: the codec file (read by :mod:`seqjit.text.word_vocab`, whose docstring describes its fields)
 WORD_VOCAB = "word_vocab.json"
@@ -80,8 +88,9 @@ def _unique(tokens) -> list:
 
 def word_vocab(source: list, target: list, *, tokenizer: str, lowercase: bool, source_eos: bool, unk: str,
                spm: dict | None = None) -> dict:
-    """A ``word_vocab.json`` object (checked); ``spm``: ``{"source.spm": path, "target.spm": path}``
-    to copy beside it (``tokenizer="sentencepiece"``), kept under the ``"files"`` key for :func:`write`."""
+    """A ``word_vocab.json`` object (checked); ``spm``: ``{"source.spm": bytes, "target.spm": bytes}``
+    (read and checked already: :func:`spm_model`) to write beside it (``tokenizer="sentencepiece"``),
+    kept under the ``"files"`` key for :func:`write`."""
     data = {"format": FORMAT, "source": list(source), "target": list(target), "tokenizer": tokenizer,
             "lowercase": bool(lowercase), "source_eos": bool(source_eos), "unk": unk}
     check_word_vocab(data, "the converted vocabulary")
@@ -101,27 +110,53 @@ def write(out, vocab: dict, *, src_vocab_size: int, tgt_vocab_size: int) -> list
     be the model's (:func:`check_sizes`). Returns the names written."""
     check_sizes(vocab, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size)
     out = Path(out)
-    files = {name: Path(path).read_bytes() for name, path in vocab["files"].items()}
+    files = vocab["files"]
     data = {k: v for k, v in vocab.items() if k != "files"}
-    (out / WORD_VOCAB).write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    write_replacing(out / WORD_VOCAB, json.dumps(data, ensure_ascii=False))  # a planted link is replaced
     for name, raw in files.items():
-        (out / name).write_bytes(raw)
+        write_replacing(out / name, raw)
     return [WORD_VOCAB, *files]
 
 
-def _spm_file(path, option: str, base) -> Path:
-    found = Path(path) if Path(path).is_absolute() or base is None else Path(base) / path
-    if not found.is_file():
-        found = Path(path)
-    if not found.is_file():
-        raise ConfigError(f"{option} names SentencePiece model {path}, which is not there (nor beside the model)")
-    return found
+def _bases(base) -> list:
+    if base is None:
+        return []
+    return [Path(base)] if isinstance(base, (str, os.PathLike)) else [Path(b) for b in base]
+
+
+def named_file(value, option: str, base, flag: str) -> Path:
+    """The file a toolkit's option ``value`` names, found only inside the directories ``base`` (of
+    the checkpoint or config naming it; :func:`seqjit.models.files.model_file`: no absolute path, no
+    ``..``, no link leading out): as named when a relative name, else by its base name. Anything else
+    is a ConfigError naming the option, the directories and ``flag``: a path inside a file never makes
+    seqjit read (or copy) a file elsewhere."""
+    if not isinstance(value, (str, os.PathLike)) or not str(value) or "\x00" in str(value):
+        raise ConfigError(f"{option} must name a file, got {str(value)[:80]!r}")
+    value = str(value)
+    names = dict.fromkeys(([value] if not os.path.isabs(value) else []) + [Path(value).name])
+    bases, refused = _bases(base), []
+    for directory in bases:
+        for name in names:
+            try:
+                path = model_file(directory, name)
+            except ModelFormatError as exc:
+                refused.append(str(exc))
+                continue
+            if os.path.lexists(path):  # a dangling link or a FIFO is found, then refused when read
+                return path
+    where = " or ".join(str(b) for b in bases) or "the model's directory"
+    why = f" ({refused[0]})" if refused else ""
+    raise ConfigError(f"{option} names {value[:200]!r}, which is not a file inside {where}{why}; seqjit reads only "
+                      f"the files beside the checkpoint or config that names them: copy it there, or give it with "
+                      f"{flag}")
 
 
 # -- JoeyNMT ---------------------------------------------------------------------------------------
-def joeynmt_vocab(data_cfg: dict | None, src_file, trg_file, *, base=None) -> dict:
+def joeynmt_vocab(data_cfg: dict | None, src_file, trg_file, *, base=None, spm_files=(None, None)) -> dict:
     """The vocabularies of a JoeyNMT model from its ``data:`` config section (None: word level) and
-    its vocabulary files; ``base``: the directory relative paths in the config are tried in."""
+    its vocabulary files; ``base``: the directories (config's, checkpoint's) the config's file names
+    are found in (:func:`named_file`); ``spm_files``: the source and target SentencePiece models given
+    on the command line (``--src-spm`` / ``--tgt-spm``), used instead of ``tokenizer_cfg.model_file``."""
     data_cfg = data_cfg or {}
     symbols = data_cfg.get("special_symbols") or {}
     specials = [symbols.get(k, d) for k, d in zip(("unk_token", "pad_token", "bos_token", "eos_token"), JOEYNMT_SPECIALS)]
@@ -130,7 +165,7 @@ def joeynmt_vocab(data_cfg: dict | None, src_file, trg_file, *, base=None) -> di
     specials += list(symbols.get("lang_tags") or [])
     sides = {side: data_cfg.get(side) or {} for side in ("src", "trg")}
     kinds, spm = set(), {}
-    for side, name in (("src", "source.spm"), ("trg", "target.spm")):
+    for (side, name), given in zip((("src", "source.spm"), ("trg", "target.spm")), spm_files):
         cfg = sides[side]
         level = cfg.get("level", "word")
         tok_cfg = cfg.get("tokenizer_cfg") or {}
@@ -139,10 +174,13 @@ def joeynmt_vocab(data_cfg: dict | None, src_file, trg_file, *, base=None) -> di
                               f"{tok_cfg['pretokenizer']!r} is not supported (translate ids: --ids)")
         if level == "bpe":
             kind = cfg.get("tokenizer_type", cfg.get("bpe_type", "sentencepiece"))
-            if kind != "sentencepiece" or "model_file" not in tok_cfg:
+            if kind != "sentencepiece" or ("model_file" not in tok_cfg and given is None):
                 raise ConfigError(f"from_joeynmt: data.{side} level 'bpe' with tokenizer_type {kind!r} is not "
                                   "supported (sentencepiece with tokenizer_cfg.model_file is; or translate ids: --ids)")
-            spm[name] = _spm_file(tok_cfg["model_file"], f"data.{side}.tokenizer_cfg.model_file", base)
+            option = f"data.{side}.tokenizer_cfg.model_file"
+            flag = "--src-spm" if side == "src" else "--tgt-spm"
+            path = given if given is not None else named_file(tok_cfg["model_file"], option, base, flag)
+            spm[name] = spm_model(path, flag if given is not None else option)
             level = "sentencepiece"
         elif level not in ("word", "char"):
             raise ConfigError(f"from_joeynmt: data.{side}.level {level!r} is not supported (word, char, bpe)")
@@ -178,9 +216,12 @@ def opennmt_vocab_file(path, opt: dict, side: str) -> list:
     return vocab
 
 
-def opennmt_vocab(opt: dict, vocab: dict | None = None, src_file=None, tgt_file=None, *, base=None) -> dict:
+def opennmt_vocab(opt: dict, vocab: dict | None = None, src_file=None, tgt_file=None, *, base=None,
+                  spm_files=(None, None)) -> dict:
     """The vocabularies of an OpenNMT-py model: the checkpoint's ``vocab`` dict, or its vocab files
-    (``tgt_file`` None with ``share_vocab``: the source's), tokenised as ``opt``'s transforms say."""
+    (``tgt_file`` None with ``share_vocab``: the source's), tokenised as ``opt``'s transforms say;
+    the SentencePiece models ``src_subword_model`` / ``tgt_subword_model`` name are found inside
+    ``base`` (:func:`named_file`) unless given as ``spm_files`` (``--src-spm`` / ``--tgt-spm``)."""
     if vocab is not None:
         source, target = vocab.get("src"), vocab.get("tgt")
         if not isinstance(source, list) or not isinstance(target, list):
@@ -198,12 +239,15 @@ def opennmt_vocab(opt: dict, vocab: dict | None = None, src_file=None, tgt_file=
     spm, tokenizer = {}, "word"
     if "sentencepiece" in transforms:
         tokenizer = "sentencepiece"
-        for option, name in (("src_subword_model", "source.spm"), ("tgt_subword_model", "target.spm")):
-            if not opt.get(option):
-                raise ConfigError(f"from_opennmt: the sentencepiece transform needs option {option}")
-            spm[name] = _spm_file(opt[option], option, base)
+        for (option, name, flag), given in zip((("src_subword_model", "source.spm", "--src-spm"),
+                                                 ("tgt_subword_model", "target.spm", "--tgt-spm")), spm_files):
+            if given is None and not opt.get(option):
+                raise ConfigError(f"from_opennmt: the sentencepiece transform needs option {option} (or {flag})")
+            path = given if given is not None else named_file(opt[option], f"from_opennmt: option {option}", base, flag)
+            spm[name] = spm_model(path, flag if given is not None else f"option {option}")
     return word_vocab(source, target, tokenizer=tokenizer, lowercase=False, source_eos=False, unk=OPENNMT_SPECIALS[0],
                       spm=spm)
 
 
-__all__ = ["FORMAT", "WORD_VOCAB", "check_sizes", "check_word_vocab", "joeynmt_vocab", "opennmt_vocab", "opennmt_vocab_file", "word_vocab", "write"]
+__all__ = ["FORMAT", "WORD_VOCAB", "check_sizes", "check_word_vocab", "joeynmt_vocab", "named_file", "opennmt_vocab",
+           "opennmt_vocab_file", "word_vocab", "write"]

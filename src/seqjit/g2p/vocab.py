@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from seqjit.errors import ModelFormatError
-from seqjit.models.files import model_file, read_json
+from seqjit.models.files import model_file, read_json, write_replacing
 
 SPECIALS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = range(4)
@@ -79,7 +79,7 @@ class Vocab:
 
     def save(self, directory) -> None:
         data = {"graphemes": self.graphemes, "phonemes": self.phonemes, "specials": list(SPECIALS), **self.info}
-        (Path(directory) / G2P_FILE).write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        write_replacing(Path(directory) / G2P_FILE, json.dumps(data, indent=1) + "\n")  # a planted link is replaced
 
     @classmethod
     def load(cls, directory) -> "Vocab":

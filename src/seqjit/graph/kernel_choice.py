@@ -9,17 +9,21 @@ columns, read from L3 or memory: 16 MB are written before each call; interleaved
 calls, 0.05-0.5 s), and the faster is kept (the fixed choice unless the other is MARGIN faster),
 in memory and in ``kernel_choice.json`` under the user cache directory (``$SEQJIT_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/seqjit``, else ``~/.cache/seqjit``). The file is keyed by the seqjit version, the
-native VM's build and the CPU model string: another version, build or CPU, or a file that does not
-parse, means measuring again
-(never an error). Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
+native VM's build and the CPU model string: another version, build or CPU, a file that does not
+parse or is not a regular file (a FIFO or a link to a device is not read), or a malformed entry,
+means measuring again (never an error). It is written through a temporary file of an unpredictable
+name renamed over it, so a link planted in the cache directory is never written through. Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
 ``_hold_team``), so it is not a candidate here.
 
 ``SEQJIT_KERNEL_CHOICE=fixed`` skips measuring: packed from 3 rows, as before this module.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -39,6 +43,8 @@ ROUNDS, CALLS = 2, 3
 #: bytes written between timed calls: several times a core's L2, so each call reads its weight from
 #: the last-level cache or memory, as in a decode step whose other weights pushed it out of L2
 EVICT_BYTES = 16 << 20
+#: the largest cache file read (one entry is about 150 bytes; a few hundred shape classes at most)
+READ_MAX_BYTES = 1 << 20
 
 _local = threading.local()
 _lock = threading.RLock()
@@ -114,29 +120,58 @@ def _path() -> Path:
     return cache_dir() / FILE
 
 
-def _read(path: Path) -> dict:
-    """The file's choices when it is for this version and CPU, else {} (also when unreadable)."""
+def _valid(e) -> bool:
+    """An entry as :func:`measure` writes it: a candidate chosen, each candidate's finite GFLOP/s."""
+    if not isinstance(e, dict) or e.get("choice") not in CANDIDATES or not isinstance(e.get("gflops"), dict):
+        return False
+    rates = [e["gflops"].get(c) for c in CANDIDATES]
+    return all(isinstance(r, (int, float)) and not isinstance(r, bool) and 0 <= r < float("inf") for r in rates)
+
+
+def _read_text(path: Path) -> str:
+    """The cache file's text, read only from a regular file of at most READ_MAX_BYTES (a FIFO or a
+    link to a device at its name is not opened for long: OSError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > READ_MAX_BYTES:
+            raise OSError(f"{path} is not a regular file of at most {READ_MAX_BYTES} bytes")
+        raw = os.read(fd, READ_MAX_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(raw) > READ_MAX_BYTES:
+        raise OSError(f"{path} grew past {READ_MAX_BYTES} bytes")
+    return raw.decode("utf-8")
+
+
+def _read(path: Path) -> dict:
+    """The file's valid choices when it is for this version and CPU, else {} (also when unreadable,
+    not a regular file, or not JSON); a malformed entry is dropped (measured again when needed)."""
+    try:
+        data = json.loads(_read_text(path))
         if data.get("version") != _version() or data.get("cpu") != cpu_model():
             return {}
-        choices = data["choices"]
-        ok = all(isinstance(e, dict) and e.get("choice") in CANDIDATES for e in choices.values())
-        return dict(choices) if ok else {}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return {k: e for k, e in data["choices"].items() if isinstance(k, str) and _valid(e)}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
         return {}
 
 
 def _write(path: Path, table: dict) -> None:
-    """Atomically (a temporary file renamed); a cache that cannot be written is only not kept."""
+    """Atomically: a temporary file of an unpredictable name beside it (``tempfile.mkstemp``: created
+    exclusively, links not followed) renamed over it, so a link planted at a temporary name or at the
+    file's own is never written through; a cache that cannot be written is only not kept."""
     data = {"version": _version(), "cpu": cpu_model(), "choices": table}
+    tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{FILE}.{os.getpid()}.{threading.get_ident()}")
-        tmp.write_text(json.dumps(data, indent=1, sort_keys=True), encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{FILE}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps(data, indent=1, sort_keys=True))
         os.replace(tmp, path)
     except OSError:
-        pass
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def _table() -> tuple:

@@ -12,9 +12,12 @@ A model directory may come from anywhere, so every file seqjit reads from one go
 - :func:`read_json`: a JSON object from such a file; every failure (bad UTF-8, bad JSON, nesting
   deep enough to raise ``RecursionError``, an integer of too many digits) is a ModelFormatError
   naming the file.
+- :func:`write_replacing`: what seqjit writes into a directory goes through a temporary file of an
+  unpredictable name renamed into place, so a link planted at the name is replaced, not followed.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import stat
@@ -118,3 +121,24 @@ def read_json(path, *, max_bytes: int = CONFIG_MAX_BYTES) -> dict:
     if not isinstance(data, dict):
         raise ModelFormatError(f"{path} must hold a JSON object, got {type(data).__name__}")
     return data
+
+
+def write_replacing(path, data) -> None:
+    """Write ``data`` (bytes, or str as UTF-8) to ``path`` through a new file of an unpredictable name
+    in the same directory (``tempfile.mkstemp``: created exclusively, links not followed), renamed over
+    ``path``: whatever stood at ``path`` (a symbolic link planted in an output directory, a hard link)
+    is replaced, never written through."""
+    import tempfile
+
+    path = Path(path)
+    raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(raw)
+        os.chmod(temporary, 0o644)  # mkstemp creates it owner-only; a model is data others may read
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

@@ -28,7 +28,7 @@ import shlex
 from pathlib import Path
 
 from seqjit.errors import ConfigError, ModelConfigError, ModelFormatError
-from seqjit.models.files import model_file, read_json
+from seqjit.models.files import model_file, read_json, write_replacing
 from seqjit.models.weights_file import read_safetensors, write_safetensors
 
 CONFIG, WEIGHTS = "config.json", "model.safetensors"
@@ -61,7 +61,7 @@ def save_model(model, path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     write_safetensors(directory / WEIGHTS, model.weights, {"format": "seqjit", "architecture": model.arch})
     text = json.dumps(model.config.to_dict(), indent=2, sort_keys=True) + "\n"
-    (directory / CONFIG).write_text(text, encoding="utf-8")
+    write_replacing(directory / CONFIG, text)  # a link planted at config.json is replaced, not followed
 
 
 def load_model(path, *, backend=None, allow_nonfinite: bool = False, device: str = "cpu"):

@@ -19,8 +19,10 @@ Reading (:func:`read_safetensors`) goes in this order, so a bad file costs littl
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import tempfile
 import warnings
 import zlib
 from pathlib import Path
@@ -213,10 +215,18 @@ def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> None
     tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
     meta = dict(metadata or {})
     meta[CRC_KEY] = json.dumps({k: crc32(v) for k, v in tensors.items()}, sort_keys=True)
-    tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata=meta)
-    os.chmod(tmp, 0o644)  # safetensors creates the file owner-only; a model is data others may read
-    os.replace(tmp, path)
+    # a temporary name no one can guess (created exclusively, links not followed), renamed over path:
+    # a link planted at path, or at a fixed temporary name, is replaced rather than written through
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        save_file(tensors, tmp, metadata=meta)
+        os.chmod(tmp, 0o644)  # safetensors creates the file owner-only; a model is data others may read
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
 
 
 def crc32(arr: np.ndarray) -> int:

@@ -9,8 +9,13 @@ set) is emitted in its place without being run.
 from __future__ import annotations
 
 import heapq
+import os
+import stat
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
+
+from seqjit.errors import InputError
 
 
 @dataclass
@@ -87,14 +92,60 @@ def process(records: Iterable, run_batch: Callable, emit: Callable, *, max_token
         run_pool(buffer)
 
 
-def read_lines(path, *, encoding: str = "utf-8"):
-    """``(line number, text or None, error or None)`` for each line of ``path`` (``-``: stdin);
-    a line that is not valid ``encoding`` text gives an error instead of stopping the file."""
-    import sys
+#: the longest input line read, in bytes (a source sentence or a word is far shorter): a longer one,
+#: or a stream without line breaks (a FIFO fed from /dev/zero), is an InputError naming FILE:LINE
+#: rather than memory growing without bound
+MAX_LINE_BYTES = 1 << 20
+UTF8_BOM = b"\xef\xbb\xbf"
 
-    stream = sys.stdin.buffer if str(path) == "-" else open(path, "rb")
+
+def _kind(mode: int) -> str | None:
+    """Why an input of this mode is refused (None: a regular file, a FIFO or a pipe, read as lines)."""
+    if stat.S_ISREG(mode) or stat.S_ISFIFO(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory, not a file"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device, not a file (seqjit reads lines from a file, a FIFO or a pipe; '-' is stdin)"
+    return "a socket or other special file, not a file"
+
+
+def open_input(path):
+    """A binary stream of input ``path`` (``-``: stdin): a regular file, or a FIFO or pipe read as a
+    stream (as stdin; it waits for a writer as any reader of a FIFO does); a device (``/dev/zero``),
+    a socket or a directory is refused before it is opened, and checked again once open."""
+    if str(path) == "-":
+        return sys.stdin.buffer
+    check_input(path)
+    stream = open(path, "rb")
+    why = _kind(os.fstat(stream.fileno()).st_mode)
+    if why is not None:
+        stream.close()
+        raise InputError(f"the input {path} is {why}")
+    return stream
+
+
+def read_lines(path, *, encoding: str = "utf-8", max_line_bytes: int = MAX_LINE_BYTES):
+    """``(line number, text or None, error or None)`` for each line of ``path`` (``-``: stdin;
+    :func:`open_input`); a line that is not valid ``encoding`` text gives an error instead of
+    stopping the file; a UTF-8 byte order mark opening the input is dropped (it is not a letter of
+    the first word); a line longer than ``max_line_bytes`` ends the read with an InputError naming
+    FILE:LINE."""
+    stream = open_input(path)
+    name = "<stdin>" if str(path) == "-" else str(path)
     try:
-        for number, raw in enumerate(stream, 1):
+        number = 0
+        while True:
+            raw = stream.readline(max_line_bytes + 1)
+            if not raw:
+                break
+            number += 1
+            if len(raw) > max_line_bytes and not (len(raw) == max_line_bytes + 1 and raw.endswith(b"\n")):
+                raise InputError(f"{name}:{number}: the line is longer than {max_line_bytes} bytes (no line break "
+                                 "within them): not one source per line")
+            if number == 1 and raw.startswith(UTF8_BOM) and encoding.replace("-", "").replace("_", "").lower() in (
+                    "utf8", "utf8sig"):
+                raw = raw[len(UTF8_BOM):]
             try:
                 yield number, raw.decode(encoding).rstrip("\r\n"), None
             except UnicodeDecodeError as exc:
@@ -105,12 +156,9 @@ def read_lines(path, *, encoding: str = "utf-8"):
 
 
 def check_input(path) -> None:
-    """An error now (before a model loads) when ``path`` is missing, a directory or unreadable,
-    without opening it: a FIFO opened and closed here would lose its writer's data, and the later
-    open for reading would then wait forever for another writer."""
-    import os
-    import stat
-
+    """An error now (before a model loads) when ``path`` is missing, a directory, a device or a socket,
+    or unreadable, without opening it: a FIFO opened and closed here would lose its writer's data, and
+    the later open for reading would then wait forever for another writer."""
     if str(path) == "-":
         return
     try:
@@ -119,6 +167,9 @@ def check_input(path) -> None:
         raise FileNotFoundError(f"the input file {path} does not exist") from None
     if stat.S_ISDIR(mode):
         raise IsADirectoryError(f"the input {path} is a directory, not a file")
+    why = _kind(mode)
+    if why is not None:
+        raise InputError(f"the input {path} is {why}")
     if not os.access(path, os.R_OK):
         raise PermissionError(f"the input file {path} cannot be read (permission denied)")
 
@@ -126,9 +177,6 @@ def check_input(path) -> None:
 def count_lines(path) -> int | None:
     """Lines in a regular file (for the progress bar); None for stdin and anything else (a FIFO or
     a device can be read only once: counting would eat the input)."""
-    import os
-    import stat
-
     try:
         if str(path) == "-" or not stat.S_ISREG(os.stat(path).st_mode):
             return None
