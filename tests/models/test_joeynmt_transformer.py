@@ -36,8 +36,10 @@ CASES = {
     "post-1x2": dict(layer_norm="post", enc_layers=1, dec_layers=2, scale=False),
 }
 
-#: weight seeds whose models tell the 200 sources apart (others map most sources to a few outputs)
-SEEDS = {"pre-2x1-scaled": 1, "post-1x2": 3}
+#: weight seeds whose models tell the 200 sources apart (others map most sources to a few outputs); with
+#: JoeyNMT 2.3's draws, post-1x2's earlier seed 3 gave a model whose float32 logits, JoeyNMT's own as
+#: much as seqjit's, lie 2.5e-4 from its float64 ones: past TOL for either, so another seed
+SEEDS = {"pre-2x1-scaled": 1, "post-1x2": 12}
 
 
 def joey_config(layer_norm, enc_layers, dec_layers, scale):
