@@ -146,8 +146,9 @@ def from_opennmt(state_dict: dict, opt: dict, *, device: str = "cpu", **config):
         from seqjit.convert.opennmt_transformer import from_opennmt_transformer
 
         return from_opennmt_transformer(state_dict, opt, device=device, **config)
+    options = _options(opt)  # the options first: a file's unsupported option named before its weights are read
     return from_torch(opennmt_state_dict(state_dict, opt), arch="attention_seq2seq", device=device,
-                      **{**_options(opt), **config})
+                      **{**options, **config})
 
 
 __all__ = ["from_opennmt", "opennmt_state_dict"]

@@ -3,10 +3,13 @@ seqjit's ``transformer`` model; :func:`seqjit.convert.from_opennmt` calls
 :func:`from_opennmt_transformer` for such options.
 
 OpenNMT-py's layers (``encoders/transformer.py``, ``decoders/transformer.py``,
-``modules/position_ffn.py``): pre-norm, LayerNorm eps 1e-6, final LayerNorms on both sides,
-attention projections without biases (``add_qkvbias`` false; seqjit gets zero biases: the same
-sums), 1/sqrt(head size) scaling, a feed-forward ``w_2(act(w_1(norm(x)))) + x`` (act
-``pos_ffn_activation_fn``: relu, gelu, silu), embeddings times sqrt(dim) plus the sinusoid table
+``modules/position_ffn.py``): pre-norm, final LayerNorms on both sides,
+attention projections without biases (``add_qkvbias`` false), 1/sqrt(head size) scaling (3.5's
+default ``self_attn_type`` scaled-dot-flash is the same attention: PyTorch's fused kernel on a GPU,
+its own matmuls on the CPU), a feed-forward ``w_2(act(w_1(norm(x)))) + x`` (act
+``pos_ffn_activation_fn``: relu, gelu, silu) with biases (``add_ffnbias``, true before 3.5: the
+attention then gets zero biases, the same sums) or without (3.5's default: seqjit's
+``projection_bias`` false), LayerNorm eps ``norm_eps``, embeddings times sqrt(dim) plus the sinusoid table
 stored in the state dict (``make_embedding.pe.pe``: read as seqjit's position table, so its own
 float32 rounding and either layout, interleaved or concat, come along), and the generator's
 linear (with bias) as the output layer. Name map (L: layer)::
@@ -24,8 +27,10 @@ linear (with bias) as the output layer. Name map (L: layer)::
     generator.{weight,bias}                                        -> lm_head.weight, final_logits_bias
 
 Like OpenNMT-py's RNN models, its searches ban no token (``suppress_pad_token`` false). Options
-seqjit does not run (relative positions, average attention, alignment heads, qkv biases, other
-activations, no sinusoid) raise :class:`ConfigError` naming the option.
+seqjit does not run (relative or rotary positions, average attention, alignment heads, qkv biases,
+RMS norms, parallel residuals, grouped keys/values, sliding windows, experts, other activations, no
+sinusoid; and those of :mod:`seqjit.convert.opennmt_options`) raise :class:`ConfigError` naming
+the option.
 """
 from __future__ import annotations
 
