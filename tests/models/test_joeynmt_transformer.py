@@ -1,7 +1,7 @@
 """JoeyNMT Transformers built by JoeyNMT's own ``build_model`` from a config dict (random weights),
 imported with :func:`seqjit.convert.from_joeynmt`, against JoeyNMT's own code: teacher-forced logits
 (``Model(return_type="decode")``), ``search.transformer_greedy`` ids and ``search.beam_search`` ids
-(beam 4, no length penalty) on 200 sources. Marked ``toolkit`` (``pip install '.[toolkits]'``).
+(beam 4, no length penalty) on 200 sources. Marked ``toolkit`` (``.ci/toolkits``).
 
 JoeyNMT's ``transformer_greedy`` bans ``<s>`` but not ``<pad>``, its ``beam_search`` bans both, and
 both end no output at step 0: the converted config records the greedy bans (``suppress_tokens``,

@@ -21,7 +21,7 @@ from seqjit.convert import from_opennmt
 from seqjit.errors import ConfigError
 
 #: OpenNMT-py's own code: not in the test extra (it pins an older CTranslate2, a benchmark peer), so
-#: these tests are deselected from the default run; ``pip install '.[toolkits]'`` then ``pytest -m toolkit``
+#: these tests are deselected from the default run; ``.ci/toolkits`` runs them in a venv of their own
 pytestmark = pytest.mark.toolkit
 
 
