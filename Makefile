@@ -15,8 +15,8 @@ test:               ## the CI test run (same as .ci/run)
 test-all:           ## including the slow, real-size model tests (not the toolkit ones: make test-toolkits)
 	$(PY) -m pytest -q -m "not toolkit"
 
-test-toolkits:      ## against JoeyNMT's, OpenNMT-py's and Keras' own code (installs them: they replace CTranslate2 4 with 3)
-	$(PY) -m pip install '.[toolkits,keras]' && $(PY) -m pytest -q -m toolkit
+test-toolkits:      ## against OpenNMT-py 3.5.1's, JoeyNMT 2.3.0's and Keras' own code, in a cached venv of their own
+	bash .ci/toolkits
 
 bench:              ## every benchmark, peers in the same run
 	$(PY) -m pytest benchmarks --benchmark-enable --benchmark-only -q --benchmark-columns=median,iqr,rounds --benchmark-sort=name

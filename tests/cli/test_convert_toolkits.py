@@ -1,7 +1,7 @@
 """``seqjit convert W.safetensors OUT --from joeynmt|opennmt --config OPTIONS``: a toolkit's RNN
 (context gate included) or Transformer state dict (exported to safetensors) and its own options give the model that
 :func:`seqjit.convert.from_joeynmt` / ``from_opennmt`` give. The toolkit models come from the
-model tests' builders (each toolkit's own model builder); marked ``toolkit`` (``pip install '.[toolkits]'``)."""
+model tests' builders (each toolkit's own model builder); marked ``toolkit`` (``.ci/toolkits``)."""
 import importlib.util
 import json
 from pathlib import Path

@@ -174,7 +174,9 @@ def test_opennmt_vocab_files_build_as_opennmt_builds_them(tmp_path):
 
     (tmp_path / "src.vocab").write_text("".join(f"w{i}\t{50 - i}\n" for i in range(40)), encoding="utf-8")
     opt = dict(src_vocab=str(tmp_path / "src.vocab"), tgt_vocab=None, share_vocab=True, src_vocab_size=30,
-               src_words_min_frequency=15, vocab_size_multiple=8, src_feats_vocab=None, data_task="seq2seq")
+               src_words_min_frequency=15, vocab_size_multiple=8, src_feats_vocab=None, data_task="seq2seq",
+               default_specials=["<unk>", "<blank>", "<s>", "</s>"], n_src_feats=0,
+               decoder_start_token="<s>")  # 3.5: build_vocab reads these
     want = build_vocab(argparse.Namespace(**opt), {"src": [], "tgt": []})["src"].ids_to_tokens
     assert opennmt_vocab_file(tmp_path / "src.vocab", opt, "src") == want
 

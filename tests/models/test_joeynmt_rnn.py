@@ -3,8 +3,7 @@ weights), imported with :func:`seqjit.convert.from_joeynmt` from the in-memory `
 checked against JoeyNMT's own code on 200 sources: teacher-forced logits and attention
 (``Model(return_type="decode")``), ``search.recurrent_greedy`` ids and ``search.beam_search`` ids
 (beam 4, no length penalty). Variants: GRU/LSTM, Bahdanau/Luong, every ``init_hidden`` (bridge,
-last, zero), input feeding on and off, 1-2 layers, scaled embeddings. Marked ``toolkit`` (needs
-``pip install '.[toolkits]'``).
+last, zero), input feeding on and off, 1-2 layers, scaled embeddings. Marked ``toolkit`` (``.ci/toolkits``).
 
 JoeyNMT's searches never emit ``<s>`` or ``<pad>`` and end no hypothesis at step 0: the converted
 config records the bans (``suppress_tokens``, ``suppress_pad_token``), which seqjit's searches read,
@@ -21,7 +20,7 @@ from seqjit.convert import from_joeynmt
 from seqjit.errors import ConfigError
 
 #: JoeyNMT's own code: not in the test extra (it would change the benchmark peers' packages), so these
-#: tests are deselected from the default run; ``pip install '.[toolkits]'`` then ``pytest -m toolkit``
+#: tests are deselected from the default run; ``.ci/toolkits`` runs them in a venv of their own
 pytestmark = pytest.mark.toolkit
 
 

@@ -1,7 +1,7 @@
 """JoeyNMT Transformers built by JoeyNMT's own ``build_model`` from a config dict (random weights),
 imported with :func:`seqjit.convert.from_joeynmt`, against JoeyNMT's own code: teacher-forced logits
 (``Model(return_type="decode")``), ``search.transformer_greedy`` ids and ``search.beam_search`` ids
-(beam 4, no length penalty) on 200 sources. Marked ``toolkit`` (``pip install '.[toolkits]'``).
+(beam 4, no length penalty) on 200 sources. Marked ``toolkit`` (``.ci/toolkits``).
 
 JoeyNMT's ``transformer_greedy`` bans ``<s>`` but not ``<pad>``, its ``beam_search`` bans both, and
 both end no output at step 0: the converted config records the greedy bans (``suppress_tokens``,
@@ -36,8 +36,10 @@ CASES = {
     "post-1x2": dict(layer_norm="post", enc_layers=1, dec_layers=2, scale=False),
 }
 
-#: weight seeds whose models tell the 200 sources apart (others map most sources to a few outputs)
-SEEDS = {"pre-2x1-scaled": 1, "post-1x2": 3}
+#: weight seeds whose models tell the 200 sources apart (others map most sources to a few outputs); with
+#: JoeyNMT 2.3's draws, post-1x2's earlier seed 3 gave a model whose float32 logits, JoeyNMT's own as
+#: much as seqjit's, lie 2.5e-4 from its float64 ones: past TOL for either, so another seed
+SEEDS = {"pre-2x1-scaled": 1, "post-1x2": 12}
 
 
 def joey_config(layer_norm, enc_layers, dec_layers, scale):

@@ -21,7 +21,7 @@ from seqjit.convert import from_opennmt
 from seqjit.errors import ConfigError
 
 #: OpenNMT-py's own code: not in the test extra (it pins an older CTranslate2, a benchmark peer), so
-#: these tests are deselected from the default run; ``pip install '.[toolkits]'`` then ``pytest -m toolkit``
+#: these tests are deselected from the default run; ``.ci/toolkits`` runs them in a venv of their own
 pytestmark = pytest.mark.toolkit
 
 
@@ -69,8 +69,10 @@ CASES = {
 }
 #: weight seeds whose models tell the 200 sources apart (seed 0 of these maps most sources to a handful
 #: of outputs, which would check little)
-SEEDS = {"brnn-lstm-2-general-feed-gate-both": 7, "rnn-lstm-1-dot-nofeed-gate-target": 11,
-         "brnn-lstm-2-general-feed-bridge": 2, "rnn-lstm-2-dot-feed-bridge": 1}
+#: (picked again for OpenNMT-py 3.5, whose builder draws the weights in another order)
+SEEDS = {"brnn-lstm-2-general-feed-gate-both": 7, "rnn-lstm-1-dot-nofeed-gate-target": 6,
+         "brnn-lstm-2-general-feed-bridge": 3, "rnn-lstm-2-dot-feed-bridge": 2, "brnn-lstm-2-general-feed": 3,
+         "rnn-lstm-1-dot-nofeed": 1}
 #: the greedy and beam comparison's sources (the teacher-forced one reads the first few)
 N_SOURCES = 200
 
@@ -78,23 +80,36 @@ N_SOURCES = 200
 def vocabularies():
     specials = ["<unk>", "<blank>", "<s>", "</s>"]
     return {"src": _onmt().pyonmttok.build_vocab_from_tokens(specials + [f"s{i}" for i in range(9)]),
-            "tgt": _onmt().pyonmttok.build_vocab_from_tokens(specials + [f"t{i}" for i in range(11)]), "data_task": "seq2seq"}
+            "tgt": _onmt().pyonmttok.build_vocab_from_tokens(specials + [f"t{i}" for i in range(11)]), "data_task": "seq2seq",
+            "decoder_start_token": "<s>"}  # 3.5's Translator starts the target with it
 
 
 def build(name, seed=None, scale=10.0):
     parser = _onmt().ArgumentParser()
     _onmt().opts.model_opts(parser)
     _onmt().opts._add_train_general_opts(parser)
+    _onmt().opts.distributed_opts(parser)  # 3.5: the encoder reads parallel_mode
     opt = parser.parse_known_args(["-decoder_type", "rnn", "-hidden_size", "8", "-word_vec_size", "5", *CASES[name]])[0]
     _onmt().ArgumentParser.update_model_opts(opt)
     _onmt().ArgumentParser.validate_model_opts(opt)
     torch.manual_seed(SEEDS.get(name, 0) if seed is None else seed)
-    onmt_model = _onmt().build_base_model(opt, vocabularies(), gpu=False).eval()
+    onmt_model = build_base(opt, vocabularies())
     with torch.no_grad():  # uniform(-0.1, 0.1) -> (-1, 1): outputs far apart
         for p in onmt_model.parameters():
             p.mul_(scale)
     sd = onmt_model.state_dict()  # the generator is a submodule here: its weights are under "generator."
     return onmt_model, vars(opt), from_opennmt(sd, vars(opt))
+
+
+def build_base(opt, vocabs):
+    """OpenNMT-py 3.5's ``build_base_model(opt, vocabs)`` (its ``gpu`` argument is gone), its weights
+    drawn as ``build_model`` draws them (uniform(-param_init, param_init)): the builder itself leaves
+    some of them uninitialised (``skip_init``)."""
+    model = _onmt().build_base_model(opt, vocabs)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_(-opt.param_init, opt.param_init)
+    return model.eval()
 
 
 def sources(seed=1, n=5):

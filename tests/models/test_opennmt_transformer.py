@@ -33,7 +33,7 @@ CASES = {
 
 
 #: weight seeds whose models tell the 200 sources apart (others map most sources to a few outputs)
-SEEDS = {"2x1-relu": 3, "1x2-gelu": 0}
+SEEDS = {"2x1-relu": 2, "1x2-gelu": 0}  # picked again for OpenNMT-py 3.5's draws
 
 
 def build(name, seed=None):
@@ -41,13 +41,14 @@ def build(name, seed=None):
     parser = o.ArgumentParser()
     o.opts.model_opts(parser)
     o.opts._add_train_general_opts(parser)
+    o.opts.distributed_opts(parser)  # 3.5: the encoder reads parallel_mode
     opt = parser.parse_known_args(["-encoder_type", "transformer", "-decoder_type", "transformer", "-position_encoding",
                                    "-heads", "2", "-hidden_size", "8", "-word_vec_size", "8", "-transformer_ff", "12",
                                    *CASES[name]])[0]
     o.ArgumentParser.update_model_opts(opt)
     o.ArgumentParser.validate_model_opts(opt)
     torch.manual_seed(SEEDS[name] if seed is None else seed)
-    onmt_model = o.build_base_model(opt, R.vocabularies(), gpu=False).eval()
+    onmt_model = R.build_base(opt, R.vocabularies())
     with torch.no_grad():  # uniform(-0.1, 0.1) -> (-1, 1), norm gains 1 -> 10: outputs that tell sources apart
         for p in onmt_model.parameters():
             p.mul_(10.0)

@@ -54,6 +54,7 @@ import re
 
 import numpy as np
 
+from seqjit.convert.opennmt_options import check_options
 from seqjit.errors import ConfigError, ModelFormatError
 
 _LAYER_CELL = re.compile(r"^decoder\.rnn\.layers\.(\d+)\.((?:weight|bias)_(?:ih|hh))$")
@@ -61,7 +62,7 @@ _LAYER_CELL = re.compile(r"^decoder\.rnn\.layers\.(\d+)\.((?:weight|bias)_(?:ih|
 _MUST = {"decoder_type": ("rnn",), "bridge": (False, True), "context_gate": (None, "source", "target", "both"),
          "copy_attn": (False,),
          "coverage_attn": (False,), "global_attention_function": ("softmax",), "generator_function": ("softmax",),
-         "position_encoding": (False,), "model_task": ("seq2seq", None), "global_attention": ("dot", "general", "mlp"),
+         "position_encoding": (False,), "global_attention": ("dot", "general", "mlp"),
          "rnn_type": ("LSTM", "GRU"), "encoder_type": ("rnn", "brnn")}
 
 
@@ -74,9 +75,7 @@ def _options(opt: dict) -> dict:
                                "(its output mixes a copy distribution over the source tokens, weighted by a learned "
                                "switch, into the vocabulary's), which seqjit does not run; only models trained "
                                "without -copy_attn convert")
-    for key, allowed in _MUST.items():
-        if key in opt and opt[key] not in allowed:
-            raise ConfigError(f"from_opennmt: option {key}={opt[key]!r} is not supported; seqjit runs {list(allowed)}")
+    check_options(opt, _MUST)
     for key in ("enc_layers", "dec_layers", "enc_hid_size", "dec_hid_size"):
         if key not in opt:
             raise ConfigError(f"from_opennmt: option {key!r} is missing (pass vars(checkpoint['opt']))")
@@ -147,8 +146,9 @@ def from_opennmt(state_dict: dict, opt: dict, *, device: str = "cpu", **config):
         from seqjit.convert.opennmt_transformer import from_opennmt_transformer
 
         return from_opennmt_transformer(state_dict, opt, device=device, **config)
+    options = _options(opt)  # the options first: a file's unsupported option named before its weights are read
     return from_torch(opennmt_state_dict(state_dict, opt), arch="attention_seq2seq", device=device,
-                      **{**_options(opt), **config})
+                      **{**options, **config})
 
 
 __all__ = ["from_opennmt", "opennmt_state_dict"]

@@ -3,10 +3,13 @@ seqjit's ``transformer`` model; :func:`seqjit.convert.from_opennmt` calls
 :func:`from_opennmt_transformer` for such options.
 
 OpenNMT-py's layers (``encoders/transformer.py``, ``decoders/transformer.py``,
-``modules/position_ffn.py``): pre-norm, LayerNorm eps 1e-6, final LayerNorms on both sides,
-attention projections without biases (``add_qkvbias`` false; seqjit gets zero biases: the same
-sums), 1/sqrt(head size) scaling, a feed-forward ``w_2(act(w_1(norm(x)))) + x`` (act
-``pos_ffn_activation_fn``: relu, gelu, silu), embeddings times sqrt(dim) plus the sinusoid table
+``modules/position_ffn.py``): pre-norm, final LayerNorms on both sides,
+attention projections without biases (``add_qkvbias`` false), 1/sqrt(head size) scaling (3.5's
+default ``self_attn_type`` scaled-dot-flash is the same attention: PyTorch's fused kernel on a GPU,
+its own matmuls on the CPU), a feed-forward ``w_2(act(w_1(norm(x)))) + x`` (act
+``pos_ffn_activation_fn``: relu, gelu, silu) with biases (``add_ffnbias``, true before 3.5: the
+attention then gets zero biases, the same sums) or without (3.5's default: seqjit's
+``projection_bias`` false), LayerNorm eps ``norm_eps``, embeddings times sqrt(dim) plus the sinusoid table
 stored in the state dict (``make_embedding.pe.pe``: read as seqjit's position table, so its own
 float32 rounding and either layout, interleaved or concat, come along), and the generator's
 linear (with bias) as the output layer. Name map (L: layer)::
@@ -24,8 +27,10 @@ linear (with bias) as the output layer. Name map (L: layer)::
     generator.{weight,bias}                                        -> lm_head.weight, final_logits_bias
 
 Like OpenNMT-py's RNN models, its searches ban no token (``suppress_pad_token`` false). Options
-seqjit does not run (relative positions, average attention, alignment heads, qkv biases, other
-activations, no sinusoid) raise :class:`ConfigError` naming the option.
+seqjit does not run (relative or rotary positions, average attention, alignment heads, qkv biases,
+RMS norms, parallel residuals, grouped keys/values, sliding windows, experts, other activations, no
+sinusoid; and those of :mod:`seqjit.convert.opennmt_options`) raise :class:`ConfigError` naming
+the option.
 """
 from __future__ import annotations
 
@@ -34,12 +39,19 @@ import re
 
 import numpy as np
 
+from seqjit.convert.opennmt_options import check_options
 from seqjit.errors import ConfigError, ModelFormatError
 
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "silu": "silu"}
 #: option -> the values seqjit runs (absent options take OpenNMT-py 3.0's default)
-_MUST = {"max_relative_positions": (0,), "self_attn_type": ("scaled-dot",), "add_qkvbias": (False,),
-         "position_encoding": (True,), "copy_attn": (False,), "lambda_align": (0.0,), "model_task": ("seq2seq", None)}
+#: (3.5's self_attn_type "scaled-dot-flash" is the same scaled-dot attention: PyTorch's
+#: scaled_dot_product_attention on a GPU, OpenNMT-py's own matmul-softmax-matmul on the CPU)
+_MUST = {"max_relative_positions": (0,), "relative_positions_buckets": (0,),
+         "self_attn_type": ("scaled-dot", "scaled-dot-flash"), "add_qkvbias": (False,), "add_ffnbias": (True, False),
+         "position_encoding": (True,), "position_encoding_type": ("SinusoidalInterleaved", "SinusoidalConcat"),
+         "layer_norm": ("standard",), "parallel_residual": (False,), "shared_layer_norm": (False,),
+         "multiquery": (False,), "num_kv": (0,), "sliding_window": (0,), "num_experts": (0,),
+         "copy_attn": (False,), "lambda_align": (0.0,)}
 _RENAME = [(r"^encoder\.transformer\.(\d+)\.", r"encoder.layers.\1."),
            (r"^decoder\.transformer_layers\.(\d+)\.", r"decoder.layers.\1."),
            (r"\.context_attn\.", ".encoder_attn."),
@@ -54,10 +66,7 @@ _RENAME = [(r"^encoder\.transformer\.(\d+)\.", r"encoder.layers.\1."),
 
 
 def _check(opt: dict) -> None:
-    for key, allowed in _MUST.items():
-        if key in opt and opt[key] not in allowed:
-            raise ConfigError(f"from_opennmt: option {key}={opt[key]!r} is not supported for a Transformer; seqjit "
-                              f"runs {list(allowed)}")
+    check_options(opt, _MUST, kind=" for a Transformer")
     act = opt.get("pos_ffn_activation_fn", "relu")
     if act not in _ACTIVATIONS:
         raise ConfigError(f"from_opennmt: option pos_ffn_activation_fn={act!r} is not supported ({sorted(_ACTIVATIONS)})")
@@ -98,16 +107,21 @@ def from_opennmt_transformer(state_dict: dict, opt: dict, *, device: str = "cpu"
     if "lm_head.weight" not in out:
         raise ModelFormatError("from_opennmt: state_dict has no 'generator.weight' (add checkpoint['generator'] "
                                "under 'generator.')")
-    for name in [k for k in out if re.search(r"\.(self_attn|encoder_attn)\.(q|k|v|out)_proj\.weight$", k)]:
-        bias = name[:-len("weight")] + "bias"
-        out.setdefault(bias, np.zeros(out[name].shape[0], out[name].dtype))
+    ffn_bias = any(re.search(r"\.fc[12]\.bias$", k) for k in out)
+    if ffn_bias != opt.get("add_ffnbias", True):
+        raise ModelFormatError(f"from_opennmt: option add_ffnbias={opt.get('add_ffnbias', True)!r}, but the state dict "
+                               f"{'holds' if ffn_bias else 'has no'} feed-forward biases (feed_forward.w_1.bias)")
+    if ffn_bias:  # OpenNMT-py's attention projections have no bias (add_qkvbias false): zeros, the same sums
+        for name in [k for k in out if re.search(r"\.(self_attn|encoder_attn)\.(q|k|v|out)_proj\.weight$", k)]:
+            bias = name[:-len("weight")] + "bias"
+            out.setdefault(bias, np.zeros(out[name].shape[0], out[name].dtype))
     E = out["decoder.embed_tokens.weight"].shape[1]
     derived = dict(src_vocab_size=out["encoder.embed_tokens.weight"].shape[0],
                    tgt_vocab_size=out["decoder.embed_tokens.weight"].shape[0], d_model=E,
                    encoder_layers=opt["enc_layers"], decoder_layers=opt["dec_layers"], encoder_heads=opt["heads"],
                    decoder_heads=opt["heads"], encoder_ffn_dim=opt["transformer_ff"], decoder_ffn_dim=opt["transformer_ff"],
                    activation=_ACTIVATIONS[opt.get("pos_ffn_activation_fn", "relu")], norm_first=True,
-                   layer_norm_eps=1e-6, positions="learned", max_positions=out["encoder.embed_positions.weight"].shape[0],
+                   layer_norm_eps=float(opt.get("norm_eps", 1e-6)), projection_bias=ffn_bias, positions="learned", max_positions=out["encoder.embed_positions.weight"].shape[0],
                    encoder_final_norm=True, decoder_final_norm=True, share_embeddings=False, tie_output=False,
                    final_logits_bias="final_logits_bias" in out, pad_id=1, decoder_start_id=2, eos_id=3,
                    suppress_pad_token=False)
