@@ -13,6 +13,10 @@ import sys
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _ROOT]
 
+# seqjit first: under SEQJIT_ISA it points Numba at the capped CPU, which must precede Numba's import
+# (the simulator's lock below imports it)
+import seqjit.kernels  # noqa: E402,F401
+
 if "NUMBA_ENABLE_CUDASIM" not in os.environ and not os.path.exists("/dev/nvidia0"):
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
