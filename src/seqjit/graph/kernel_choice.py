@@ -13,8 +13,8 @@ native VM's build and the CPU model string: another version, build or CPU, or a 
 parse, means measuring again
 (never an error). Each entry is also keyed by the instruction-set variant the VM's kernels run
 (:func:`isa`: the CPU's best, or lower under ``$SEQJIT_ISA``), so a capped run never takes an
-uncapped run's measurement, nor the reverse. Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
-``_hold_team``), so it is not a candidate here.
+uncapped run's measurement, nor the reverse. Team of two against one thread is chosen per program
+as it runs (_native_vm.pyx: ``_hold_team``), so it is not a candidate here.
 
 ``SEQJIT_KERNEL_CHOICE=fixed`` skips measuring: packed from 3 rows, as before this module.
 """
