@@ -17,6 +17,9 @@ Every backend module exposes the family's ops under the same names and signature
     attention = kernels.get("attention", backend="numba")
     kernels.backends("attention")                    # e.g. ["cython", "numba", "reference"]
 
+:func:`isa` names the instruction set the native kernels run: the CPU's best, or lower under
+``SEQJIT_ISA=avx512|avx2|baseline`` (``_isa.py``), for running and testing every variant on one host.
+
 The ``native`` backend is the native replay's kernels (the families' ``_native.pxi``), each op run
 as a one-node lowered graph (:mod:`seqjit.graph.native_backend`): for testing them as kernels; it is
 never picked by default.
@@ -28,10 +31,12 @@ from functools import lru_cache
 
 from seqjit.errors import KernelUnavailable  # defined below both (errors is the bottom layer)
 
+from ._isa import configure as _configure_isa, isa
 from ._numba_cache import configure as _configure_numba_cache
 
-__all__ = ["get", "backends", "ops", "BACKENDS", "OPS", "KernelUnavailable"]
+__all__ = ["get", "backends", "ops", "isa", "BACKENDS", "OPS", "KernelUnavailable"]
 
+_configure_isa()  # $SEQJIT_ISA checked, and Numba's target CPU set under a cap, before Numba loads (_isa.py)
 _configure_numba_cache()  # before any kernel module defines a jitted function (see _numba_cache.py)
 
 #: op name -> family folder

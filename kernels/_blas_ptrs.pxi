@@ -21,6 +21,8 @@ cdef extern from "_sj_blas_fallback.h" nogil:
                            double*, int*)
     void sj_sgemv_fallback(char*, int*, int*, float*, float*, int*, float*, int*, float*, float*, int*)
     void sj_dgemv_fallback(char*, int*, int*, double*, double*, int*, double*, int*, double*, double*, int*)
+    int sj_fb_pick()
+    const char* sj_isa_name(int level)
 
 cdef _sj_sgemm_t sgemm = <_sj_sgemm_t>sj_sgemm_fallback
 cdef _sj_dgemm_t dgemm = <_sj_dgemm_t>sj_dgemm_fallback
@@ -33,6 +35,12 @@ cdef bint have_scipy_blas = False
 cdef void* _sj_capi(dict table, str name) except NULL:
     capsule = table[name]
     return PyCapsule_GetPointer(capsule, PyCapsule_GetName(capsule))
+
+
+def blas_fallback_isa() -> str:
+    """The instruction-set variant of the portable fallback's blocked kernels: "avx512", "avx2" or
+    "baseline" (the CPU's best under $SEQJIT_ISA; chosen here if no call chose it yet)."""
+    return sj_isa_name(sj_fb_pick()).decode()
 
 
 def _select_blas(bint use_scipy):

@@ -7,13 +7,15 @@
 
    C = alpha op(A) op(B) + beta C, A op(A) m x k, B op(B) k x n; beta == 0 overwrites C (NaN in
    C is not propagated, as in BLAS). The blocked kernels (_sj_blas_fallback_body.h) are compiled
-   for AVX-512, AVX2 + FMA and the baseline and picked by CPU features at the first call, like
+   for AVX-512, AVX2 + FMA and the baseline and picked by CPU features (capped by $SEQJIT_ISA:
+   _runtime/isa_cap.h) at the first call, like
    linear/native_gemv.h; the plain loops below (sj_*_naive) take what they do not: a failed
    scratch allocation, strided or negative increments. */
 #ifndef SJ_BLAS_FALLBACK_H
 #define SJ_BLAS_FALLBACK_H
 #include <stddef.h>
 #include <stdlib.h>
+#include "_runtime/isa_cap.h"
 
 static inline int sj_blas_trans(const char *t) { return *t == 'T' || *t == 't' || *t == 'C' || *t == 'c'; }
 
@@ -96,17 +98,14 @@ typedef double sj_fb_vdu __attribute__((vector_size(64), aligned(8)));
 #if defined(__GNUC__) && defined(__x86_64__)
 static int sj_fb_isa = -1;  /* 2: AVX-512, 1: AVX2 + FMA, 0: baseline; -1: not chosen yet */
 static inline int sj_fb_pick(void) {
-    if (sj_fb_isa < 0) {
-        __builtin_cpu_init();
-        sj_fb_isa = __builtin_cpu_supports("avx512f") ? 2
-                  : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 1 : 0;
-    }
+    if (sj_fb_isa < 0) sj_fb_isa = sj_isa_level();  /* the CPU's best under $SEQJIT_ISA */
     return sj_fb_isa;
 }
 #define SJ_FB_CALL(fn, ...) do { int isa_ = sj_fb_pick(); \
     if (isa_ == 2) sj_##fn##_avx512(__VA_ARGS__); else if (isa_ == 1) sj_##fn##_avx2(__VA_ARGS__); \
     else sj_##fn##_base(__VA_ARGS__); } while (0)
 #else
+static inline int sj_fb_pick(void) { return 0; }
 #define SJ_FB_CALL(fn, ...) sj_##fn##_base(__VA_ARGS__)
 #endif
 

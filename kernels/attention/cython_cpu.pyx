@@ -6,7 +6,7 @@ the visible key blocks (wholly hidden ones are skipped), forming the transposed 
 ``S^T = K_blk @ Q_blk^T`` and the update ``P @ V_blk`` with BLAS (s/dgemm: scipy's OpenBLAS with the
 ``blas`` extra, held to one thread meanwhile, else the portable loops of kernels/_blas_ptrs.pxi) and
 the online softmax in between (C below: a float32 ``exp2`` polynomial that vectorises, compiled for
-AVX-512 / AVX2 / baseline and picked at run time). Extra memory is O(block) per thread.
+AVX-512 / AVX2 / baseline and picked at run time, capped by $SEQJIT_ISA). Extra memory is O(block) per thread.
 """
 import math
 
@@ -26,6 +26,7 @@ cdef extern from *:
     #include <math.h>
     #include <string.h>
     #include <stdint.h>
+    #include "_runtime/isa_cap.h"
 
     /* 2**x for x <= 0, float32: n = round(x) by the 1.5 * 2**23 trick, f = x - n in [-0.5, 0.5],
        Cephes' degree-6 polynomial (< 1 ulp), 2**n from the exponent bits; clamped below at -125. */
@@ -92,25 +93,25 @@ cdef extern from *:
     typedef void (*sj_tile_f_fn)(SJ_TILE_ARGS(float));
     static sj_tile_f_fn sj_tile_f = sj_tile_f_base;
 
-    /* pick the widest vector ISA this CPU has (called once at import) */
+    /* pick the widest vector ISA this CPU has under $SEQJIT_ISA (_runtime/isa_cap.h; called once
+       at import) */
     static const char* sj_init_dispatch(void) {
     #if defined(__GNUC__) && defined(__x86_64__)
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) { sj_tile_f = sj_tile_f_avx512; return "avx512f"; }
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) { sj_tile_f = sj_tile_f_avx2; return "avx2"; }
+        int level = sj_isa_level();
+        if (level >= SJ_ISA_AVX512) { sj_tile_f = sj_tile_f_avx512; return "avx512f"; }
+        if (level >= SJ_ISA_AVX2) { sj_tile_f = sj_tile_f_avx2; return "avx2"; }
     #endif
         sj_tile_f = sj_tile_f_base;
         return "baseline";
     }
 
-    /* tests: force one variant ("avx512f", "avx2", "baseline"); returns 0 if this CPU lacks it */
+    /* tests: force one variant ("avx512f", "avx2", "baseline"); returns 0 if this CPU (under
+       $SEQJIT_ISA) lacks it */
     static int sj_force_variant(const char* name) {
         if (strcmp(name, "baseline") == 0) { sj_tile_f = sj_tile_f_base; return 1; }
     #if defined(__GNUC__) && defined(__x86_64__)
-        __builtin_cpu_init();
-        if (strcmp(name, "avx2") == 0 && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-            sj_tile_f = sj_tile_f_avx2; return 1; }
-        if (strcmp(name, "avx512f") == 0 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) {
+        if (strcmp(name, "avx2") == 0 && sj_isa_level() >= SJ_ISA_AVX2) { sj_tile_f = sj_tile_f_avx2; return 1; }
+        if (strcmp(name, "avx512f") == 0 && sj_isa_level() >= SJ_ISA_AVX512) {
             sj_tile_f = sj_tile_f_avx512; return 1; }
     #endif
         return 0;

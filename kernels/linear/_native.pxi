@@ -34,6 +34,7 @@ cdef extern from "linear/native_gemv.h" nogil:
                              const float *bias, float *y, Py_ssize_t ldy, int n0, int n1)
     int sj_gemv_isa
     int sj_gemv_best()
+    int sj_gemv_pick()
 
 cdef extern from "linear/native_packed.h" nogil:
     int SJ_PANEL

@@ -10,11 +10,13 @@
    differently from BLAS, within float32 accuracy of the NumPy reference.
 
    The body (native_gemv_body.h) is compiled three times on x86-64, for AVX-512, AVX2 + FMA and
-   the baseline, and the first call picks one by CPU features, so the module needs no -m flags and
-   runs on any x86-64 (other machines build the portable variant only). */
+   the baseline, and the first call picks one by CPU features capped by $SEQJIT_ISA
+   (_runtime/isa_cap.h), so the module needs no -m flags and runs on any x86-64 (other machines
+   build the portable variant only). */
 #ifndef SJ_NATIVE_GEMV_H
 #define SJ_NATIVE_GEMV_H
 #include <stddef.h>
+#include "_runtime/isa_cap.h"
 
 #define SJ_GEMV_MAX_ROWS 4
 #define SJ_LANES 16
@@ -34,11 +36,7 @@ typedef float sj_v4 __attribute__((vector_size(16)));
 static int sj_gemv_isa = -1;  /* 2: AVX-512, 1: AVX2 + FMA, 0: baseline; -1: not chosen yet */
 
 static inline int sj_gemv_pick(void) {
-    if (sj_gemv_isa < 0) {
-        __builtin_cpu_init();
-        sj_gemv_isa = __builtin_cpu_supports("avx512f") ? 2
-                    : (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) ? 1 : 0;
-    }
+    if (sj_gemv_isa < 0) sj_gemv_isa = sj_isa_level();
     return sj_gemv_isa;
 }
 #define SJ_DISPATCH(fn, ...) do { int isa_ = sj_gemv_pick(); \
@@ -54,7 +52,8 @@ static inline int sj_gemv_pick(void) { return 0; }
 #define SJ_DISPATCH_VALUE(fn, ...) sj_##fn##_base(__VA_ARGS__)
 #endif
 
-/* the variant the CPU supports best (sj_gemv_pick's choice), ignoring a forced sj_gemv_isa */
+/* the variant the CPU supports best under $SEQJIT_ISA (sj_gemv_pick's choice), ignoring a forced
+   sj_gemv_isa */
 static inline int sj_gemv_best(void) {
     int forced = sj_gemv_isa, best;
     sj_gemv_isa = -1;

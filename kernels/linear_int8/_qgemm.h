@@ -1,6 +1,6 @@
 /* int8 x int8 -> int32 products and per-row int8 quantization for kernels/linear_int8/cython_cpu.pyx.
 
-Three instruction sets, picked at run time (sjq_detect):
+Three instruction sets, picked at run time (sjq_detect, capped by $SEQJIT_ISA):
   SJQ_VNNI     AVX512-VNNI (with F, BW, VL): vpdpbusd multiplies unsigned by signed bytes, so the weight bytes are
                flipped to unsigned (w ^ 0x80 = w + 128) and the activation row stays signed:
                sum (w + 128) x = sum w x + 128 sum x, and 128 * sum(x) (computed when x is quantized)
@@ -19,6 +19,7 @@ needs no -m flags and runs on any x86-64 (and, portable path only, on any other 
 #include <stdint.h>
 #include <string.h>
 #include <math.h>
+#include "_runtime/isa_cap.h"
 
 enum { SJQ_PORTABLE = 0, SJQ_AVX2 = 1, SJQ_VNNI = 2 };
 /* or-ed into sjq_columns' isa argument: the weight streams from memory (larger than the caches, or read
@@ -37,14 +38,15 @@ enum { SJQ_PORTABLE = 0, SJQ_AVX2 = 1, SJQ_VNNI = 2 };
 #define SJQ_INLINE static inline __attribute__((always_inline))
 #endif
 
-/* the best instruction set this CPU (and its OS) supports */
+/* the best instruction set this CPU (and its OS) supports under $SEQJIT_ISA (_runtime/isa_cap.h:
+   "avx512" allows VNNI where the CPU has it, "avx2" the AVX2 path, "baseline" the portable one) */
 static int sjq_detect(void) {
 #ifdef SJQ_X86
+    int level = sj_isa_level();
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni"))
+    if (level >= SJ_ISA_AVX512 && __builtin_cpu_supports("avx512vnni"))
         return SJQ_VNNI;
-    if (__builtin_cpu_supports("avx2")) return SJQ_AVX2;
+    if (level >= SJ_ISA_AVX2) return SJQ_AVX2;
 #endif
     return SJQ_PORTABLE;
 }

@@ -7,8 +7,8 @@ loop on a fixed range of hidden-unit blocks (the same rows of W_hh every step, w
 steps so the rows used last, still in its L2, come first): per step it computes those rows of
 ``h @ W_hh.T``, applies the fused gate math to its units, and meets the other threads at one barrier.
 Both GEMMs use a 4x4 register-blocked dot-product kernel (no BLAS: one thread pool). The two inner
-kernels are small C functions (``omp simd`` loops, compiled for AVX-512/AVX2/baseline and picked at
-load time on GCC/x86-64 Linux): Cython cannot express vectorised float reductions without fast-math.
+kernels are small C functions (``omp simd`` loops, compiled for AVX-512/AVX2/baseline on GCC/x86-64
+and picked at the first call by CPU features capped by $SEQJIT_ISA: :func:`isa`): Cython cannot express vectorised float reductions without fast-math.
 float32 uses a rational tanh approximation (max 4.4 ulp, see ``_nbmath.py``); float64 uses libm.
 
 Large float32 calls (``_driver.use_panels``: batch >= 2 and enough row-steps) take the panel path
@@ -30,10 +30,23 @@ from . import _driver, spec
 
 cdef extern from *:
     """
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__) && __GNUC__ >= 12
-    #define SJ_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+    /* Each kernel below is compiled once per instruction set (SJ_TGT_base/avx2/avx512, name suffix
+       _base/_avx2/_avx512) and SJ_PICK calls the one for the level of _runtime/isa_cap.h (the CPU's
+       best under $SEQJIT_ISA); compilers other than GCC >= 12 on x86-64 build the baseline only. */
+    #include "_runtime/isa_cap.h"
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12
+    #define SJ_MULTI_ISA 1
+    #define SJ_TGT_base
+    #define SJ_TGT_avx2 __attribute__((target("arch=x86-64-v3")))
+    #define SJ_TGT_avx512 __attribute__((target("arch=x86-64-v4")))
+    #define SJ_PICK(fn, ...) do { int l_ = sj_isa_level(); \
+        if (l_ == SJ_ISA_AVX512) fn##_avx512(__VA_ARGS__); else if (l_ == SJ_ISA_AVX2) fn##_avx2(__VA_ARGS__); \
+        else fn##_base(__VA_ARGS__); } while (0)
+    static const char *sj_rnn_isa(void) { return sj_isa_name(sj_isa_level()); }
     #else
-    #define SJ_CLONES
+    #define SJ_TGT_base
+    #define SJ_PICK(fn, ...) fn##_base(__VA_ARGS__)
+    static const char *sj_rnn_isa(void) { return "baseline"; }
     #endif
     #ifdef _OPENMP
     #include <omp.h>
@@ -54,8 +67,9 @@ cdef extern from *:
 
     /* hh[i*ldhh + q] = dot(w[q*K:], h[i*ldh:]) for q < 4 and i < nb: 4 weight rows x 4 state rows
        per pass, so each weight element is loaded once per 4 state rows. */
-    #define SJ_DEFINE_ROWS(T, SUF) \\
-    SJ_CLONES static void sj_rows4_##SUF(const T *w, long K, const T *h, long ldh, long nb, T *hh, long ldhh) { \\
+    #define SJ_DEFINE_ROWS(T, SUF, ISA) \\
+    SJ_TGT_##ISA static void sj_rows4_##SUF##_##ISA(const T *w, long K, const T *h, long ldh, long nb, T *hh, \\
+                                                    long ldhh) { \\
         const T *w0 = w, *w1 = w + K, *w2 = w + 2 * K, *w3 = w + 3 * K; \\
         long i = 0; \\
         for (; i + 4 <= nb; i += 4) { \\
@@ -88,7 +102,8 @@ cdef extern from *:
             o[0] = a0; o[1] = a1; o[2] = a2; o[3] = a3; \\
         } \\
     } \\
-    SJ_CLONES static void sj_row1_##SUF(const T *w, long K, const T *h, long ldh, long nb, T *hh, long ldhh) { \\
+    SJ_TGT_##ISA static void sj_row1_##SUF##_##ISA(const T *w, long K, const T *h, long ldh, long nb, T *hh, \\
+                                                   long ldhh) { \\
         for (long i = 0; i < nb; i++) { \\
             const T *h0 = h + i * ldh; \\
             T a = 0; \\
@@ -97,16 +112,24 @@ cdef extern from *:
             hh[i * ldhh] = a; \\
         } \\
     }
-    SJ_DEFINE_ROWS(float, f)
-    SJ_DEFINE_ROWS(double, d)
+    #define SJ_DISPATCH_ROWS(T, SUF) \\
+    static void sj_rows4_##SUF(const T *w, long K, const T *h, long ldh, long nb, T *hh, long ldhh) { \\
+        SJ_PICK(sj_rows4_##SUF, w, K, h, ldh, nb, hh, ldhh); \\
+    } \\
+    static void sj_row1_##SUF(const T *w, long K, const T *h, long ldh, long nb, T *hh, long ldhh) { \\
+        SJ_PICK(sj_row1_##SUF, w, K, h, ldh, nb, hh, ldhh); \\
+    }
 
     /* Fused gate math for units j0 <= j < j1 of one state row: xg/hg are that row's input and hidden
        projections [G*H], b the summed biases [G*H] (b_ih + b_hh; the GRU's n gate: b_in only) and bhn
        the GRU's b_hn [H]; writes the new state to h_new and o (the output). */
-    #define SJ_DEFINE_GATES(T, SUF, TANH) \
-    static inline T sj_sigmoid_##SUF(T x) { return (T)0.5 + (T)0.5 * TANH((T)0.5 * x); } \
-    SJ_CLONES static void sj_gru_units_##SUF(const T *xg, const T *hg, const T *b, const T *bhn, const T *h, \
-                                             T *h_new, T *o, long H, long j0, long j1) { \
+    #define SJ_DEFINE_SIGMOID(T, SUF, TANH) \
+    static inline T sj_sigmoid_##SUF(T x) { return (T)0.5 + (T)0.5 * TANH((T)0.5 * x); }
+    SJ_DEFINE_SIGMOID(float, f, sj_tanhf)
+    SJ_DEFINE_SIGMOID(double, d, tanh)
+    #define SJ_DEFINE_GATES(T, SUF, TANH, ISA) \
+    SJ_TGT_##ISA static void sj_gru_units_##SUF##_##ISA(const T *xg, const T *hg, const T *b, const T *bhn, \
+                                                        const T *h, T *h_new, T *o, long H, long j0, long j1) { \
         SJ_PRAGMA(omp simd) \
         for (long j = j0; j < j1; j++) { \
             T r = sj_sigmoid_##SUF(xg[j] + hg[j] + b[j]); \
@@ -117,8 +140,8 @@ cdef extern from *:
             o[j] = v; \
         } \
     } \
-    SJ_CLONES static void sj_lstm_units_##SUF(const T *xg, const T *hg, const T *b, T *c, \
-                                              T *h_new, T *o, long H, long j0, long j1) { \
+    SJ_TGT_##ISA static void sj_lstm_units_##SUF##_##ISA(const T *xg, const T *hg, const T *b, T *c, \
+                                                         T *h_new, T *o, long H, long j0, long j1) { \
         SJ_PRAGMA(omp simd) \
         for (long j = j0; j < j1; j++) { \
             T i = sj_sigmoid_##SUF(xg[j] + hg[j] + b[j]); \
@@ -132,8 +155,27 @@ cdef extern from *:
             o[j] = v; \
         } \
     }
-    SJ_DEFINE_GATES(float, f, sj_tanhf)
-    SJ_DEFINE_GATES(double, d, tanh)
+    #define SJ_DISPATCH_GATES(T, SUF) \
+    static void sj_gru_units_##SUF(const T *xg, const T *hg, const T *b, const T *bhn, const T *h, \
+                                   T *h_new, T *o, long H, long j0, long j1) { \
+        SJ_PICK(sj_gru_units_##SUF, xg, hg, b, bhn, h, h_new, o, H, j0, j1); \
+    } \
+    static void sj_lstm_units_##SUF(const T *xg, const T *hg, const T *b, T *c, T *h_new, T *o, long H, \
+                                    long j0, long j1) { \
+        SJ_PICK(sj_lstm_units_##SUF, xg, hg, b, c, h_new, o, H, j0, j1); \
+    }
+    #define SJ_DEFINE_KERNELS(ISA) \
+        SJ_DEFINE_ROWS(float, f, ISA) SJ_DEFINE_ROWS(double, d, ISA) \
+        SJ_DEFINE_GATES(float, f, sj_tanhf, ISA) SJ_DEFINE_GATES(double, d, tanh, ISA)
+    SJ_DEFINE_KERNELS(base)
+    #ifdef SJ_MULTI_ISA
+    SJ_DEFINE_KERNELS(avx2)
+    SJ_DEFINE_KERNELS(avx512)
+    #endif
+    SJ_DISPATCH_ROWS(float, f)
+    SJ_DISPATCH_ROWS(double, d)
+    SJ_DISPATCH_GATES(float, f)
+    SJ_DISPATCH_GATES(double, d)
 
 
     /* Panel GEMM (float32, the large-batch path): a weight matrix W [G*H, K] is packed once per call
@@ -193,11 +235,14 @@ cdef extern from *:
             roff += MR; \
             out += MR * ldo; \
         }
-    SJ_CLONES static void sj_panel8_f(const float *wp, const float *h, const int64_t *roff, long K, long nb,
-                                      float *out, long ldo, long nc, const float *pf) {
-        SJ_PANEL_ROWS(3, SJ_PANEL_BLOCK, SJ_PANEL_CASE(3) SJ_PANEL_CASE(2) SJ_PANEL_CASE(1))
+    #define SJ_DEFINE_PANEL8(ISA) \\
+    SJ_TGT_##ISA static void sj_panel8_f_##ISA(const float *wp, const float *h, const int64_t *roff, long K, \\
+                                               long nb, float *out, long ldo, long nc, const float *pf) { \\
+        SJ_PANEL_ROWS(3, SJ_PANEL_BLOCK, SJ_PANEL_CASE(3) SJ_PANEL_CASE(2) SJ_PANEL_CASE(1)) \\
     }
-    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && __GNUC__ >= 12
+    SJ_DEFINE_PANEL8(base)
+    #ifdef SJ_MULTI_ISA
+    SJ_DEFINE_PANEL8(avx2)
     /* AVX-512: 2 16-float vectors per panel row, 8 state rows per pass (16 accumulators of the 32
        zmm registers), so each panel vector loaded serves 8 rows instead of 3. */
     typedef float sj_v16 __attribute__((vector_size(64)));
@@ -229,18 +274,16 @@ cdef extern from *:
         SJ_PANEL_ROWS(8, SJ_PANEL16_BLOCK, SJ_PANEL16_CASE(8) SJ_PANEL16_CASE(7) SJ_PANEL16_CASE(6)
                       SJ_PANEL16_CASE(5) SJ_PANEL16_CASE(4) SJ_PANEL16_CASE(3) SJ_PANEL16_CASE(2) SJ_PANEL16_CASE(1))
     }
-    static int sj_avx512 = -1;
+    /* AVX-512: the 8-row kernel; AVX2 and the baseline: the 3-row one, compiled for each */
     static void sj_panel_f(const float *wp, const float *h, const int64_t *roff, long K, long nb, float *out,
                            long ldo, long nc, const float *pf) {
-        if (sj_avx512 < 0) {
-            __builtin_cpu_init();
-            sj_avx512 = __builtin_cpu_supports("x86-64-v4");
-        }
-        if (sj_avx512) sj_panel16_f(wp, h, roff, K, nb, out, ldo, nc, pf);
-        else sj_panel8_f(wp, h, roff, K, nb, out, ldo, nc, pf);
+        int level = sj_isa_level();
+        if (level == SJ_ISA_AVX512) sj_panel16_f(wp, h, roff, K, nb, out, ldo, nc, pf);
+        else if (level == SJ_ISA_AVX2) sj_panel8_f_avx2(wp, h, roff, K, nb, out, ldo, nc, pf);
+        else sj_panel8_f_base(wp, h, roff, K, nb, out, ldo, nc, pf);
     }
     #else
-    #define sj_panel_f sj_panel8_f
+    #define sj_panel_f sj_panel8_f_base
     #endif
     #else  /* no GNU vector extensions: a plain loop nest (correct, not fast) */
     #define SJ_NR 32
@@ -320,6 +363,7 @@ cdef extern from *:
     void sj_pack_f(const float *w, long H, long G, long K, float *wp, long p0, long p1) noexcept nogil
     void sj_signal(int64_t *ctr) noexcept nogil
     void sj_wait(int64_t *ctr, int64_t target) noexcept nogil
+    const char* sj_rnn_isa() noexcept nogil
 
 ctypedef fused real:
     float
@@ -552,6 +596,12 @@ cdef void _layer_typed(const real[:, ::1] x2d, const real[:, ::1] w_ih, const re
             for j in range(H):
                 h_fin[order[i], j] = hs[last, i, j]
                 c_fin[order[i], j] = cs[i, j]
+
+
+def isa() -> str:
+    """The instruction-set variant the row, gate and panel kernels run: "avx512", "avx2" or
+    "baseline" (the CPU's best under $SEQJIT_ISA)."""
+    return sj_rnn_isa().decode()
 
 
 def _layer(x2d, w_ih, w_hh, bx, bh, h_init, c_init, lengths, order, long nsteps, bint reverse, bint lstm,

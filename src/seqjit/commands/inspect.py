@@ -6,8 +6,9 @@ config, the parameter count, the weights' bytes and dtypes, the op counts of the
 of the decoder-step graph (as run, after the graph passes), and a memory estimate: the weights plus
 the decoder state for batch 1 and batch 16 at ``--max-length`` (default 256, or the model's positions
 when fewer, as ``generate`` decodes; at most those positions and 65536). ``--json`` prints the same
-as one JSON object. ``--kernels`` (no MODEL) prints the native linear kernel chosen on this host
-per shape class and the candidates' measured GFLOP/s.
+as one JSON object. ``--kernels`` (no MODEL) prints the instruction set each native kernel family
+runs (the CPU's best, or lower under ``$SEQJIT_ISA``), then the native linear kernel chosen on this
+host per shape class and the candidates' measured GFLOP/s.
 """
 from __future__ import annotations
 

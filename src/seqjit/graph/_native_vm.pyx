@@ -473,6 +473,12 @@ def linear_isa(name=None) -> str:
     return _LINEAR_ISAS[sj_gemv_isa]
 
 
+def isa() -> str:
+    """The instruction-set variant the VM's kernels run now ("avx512", "avx2", "base"): the CPU's
+    best under $SEQJIT_ISA, or the one :func:`linear_isa` forced; changes nothing."""
+    return _LINEAR_ISAS[sj_gemv_pick()]
+
+
 def packed_scratch(on=True) -> None:
     """Let the packed linear (native_packed.h) pack x in its per-thread scratch (the default), or
     not (``on=False``: the path taken when no scratch can be allocated, one row block at a time

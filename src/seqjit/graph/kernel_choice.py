@@ -11,8 +11,11 @@ in memory and in ``kernel_choice.json`` under the user cache directory (``$SEQJI
 ``$XDG_CACHE_HOME/seqjit``, else ``~/.cache/seqjit``). The file is keyed by the seqjit version, the
 native VM's build and the CPU model string: another version, build or CPU, a file that does not
 parse or is not a regular file (a FIFO or a link to a device is not read), or a malformed entry,
-means measuring again (never an error). It is written through a temporary file of an unpredictable
-name renamed over it, so a link planted in the cache directory is never written through. Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
+means measuring again (never an error). Each entry is also keyed by the instruction-set variant the
+VM's kernels run (:func:`isa`: the CPU's best, or lower under ``$SEQJIT_ISA``), so a capped run never
+takes an uncapped run's measurement, nor the reverse. The file is written through a temporary file of
+an unpredictable name renamed over it, so a link planted in the cache directory is never written
+through. Team of two against one thread is chosen per program as it runs (_native_vm.pyx:
 ``_hold_team``), so it is not a candidate here.
 
 ``SEQJIT_KERNEL_CHOICE=fixed`` skips measuring: packed from 3 rows, as before this module.
@@ -92,8 +95,20 @@ def shape_class(m: int, k: int, n: int) -> tuple:
     return min(_pow2(m), MEASURE_MAX_M), _pow2(k), min(_pow2(n), MEASURE_MAX_N)
 
 
-def key(cls: tuple) -> str:
-    return "m{}_k{}_n{}".format(*cls)
+def key(cls: tuple, isa_name: str | None = None) -> str:
+    """The entry's name in the table: the class, after the ISA variant it was measured with."""
+    return "{}/m{}_k{}_n{}".format(isa() if isa_name is None else isa_name, *cls)
+
+
+def isa() -> str:
+    """The instruction-set variant the native linear kernels run now ("avx512", "avx2", "base"),
+    or "none" without a native VM."""
+    try:
+        from . import _native_vm
+
+        return _native_vm.isa()
+    except (ImportError, AttributeError):
+        return "none"
 
 
 def fixed_choice(m: int, packed_from: int = 3) -> str:
@@ -269,10 +284,14 @@ SHOWN = [(m, k, n) for k, n in ((512, 512), (512, 2048), (2048, 512), (512, 5810
 
 
 def report_lines(shapes=None) -> list:
-    """One line per shape class of ``shapes`` (default SHOWN): the candidates' GFLOP/s (measured now if
-    not cached) and the choice."""
+    """The instruction set each native kernel family runs, then one line per shape class of ``shapes``
+    (default SHOWN): the candidates' GFLOP/s (measured now if not cached) and the choice."""
     shapes = SHOWN if shapes is None else shapes
-    lines = [f"kernel choice ({mode()}; cache {_path()}; CPU {cpu_model()})",
+    from seqjit.kernels import _isa
+
+    families = " ".join(f"{f}={v}" for f, v in _isa.by_family().items())
+    lines = [f"kernel choice ({mode()}; cache {_path()}; CPU {cpu_model()}; ISA {isa()})",
+             f"instruction sets (SEQJIT_ISA={_isa.requested() or 'unset'}): native_vm={isa()} {families}",
              f"{'M':>4} {'K':>5} {'N':>5} | " + " ".join(f"{c:>8}" for c in CANDIDATES) + " GFLOP/s | choice"]
     for m, k, n in shapes:
         m_c, k_c, n_c = shape_class(m, k, n)
