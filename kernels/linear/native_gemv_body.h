@@ -170,6 +170,7 @@ static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float
 #undef SJ_NVL
 #endif
 
+#ifdef __AVX512F__
 /* 4 rows of y (x0..x3; only the first mr stored) = x @ W (+ bias) for W "in_out" [K, N],
    columns [n0, n1): 32 columns in 8 vector accumulators, one broadcast x value and two W vectors
    per k (no horizontal sums); then 16-column blocks, then single columns at the right edge. */
@@ -324,3 +325,85 @@ static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, cons
                               w, K, N, bias, y + m * ldy, ldy, n0, n1, mr);
     }
 }
+#else
+/* Without AVX-512 (see gemv_rows above): tiles of up to 6 rows x 2 native vectors of columns (12
+   accumulators of the 16 registers, two W loads and a broadcast per k), then one vector, then single
+   columns. Every output is one multiply-add chain over k in order plus the bias, as in the AVX-512
+   kernels, so the results do not depend on the tiling (nor on the rows beside a row). */
+#ifdef __AVX__
+#define SJ_NVL 8
+#else
+#define SJ_NVL 4
+#endif
+typedef float SJ_NAME(wn) __attribute__((vector_size(SJ_NVL * 4)));
+typedef float SJ_NAME(wnu) __attribute__((vector_size(SJ_NVL * 4), aligned(4)));
+
+/* R rows (xr[0..R)) of y, columns [n0, n1) */
+static inline __attribute__((always_inline)) void SJ_NAME(in_out_tile)(const float *const *xr, int R, const float *w,
+                                                                       int K, int N, const float *bias, float *y,
+                                                                       ptrdiff_t ldy, int n0, int n1) {
+    int n = n0;
+    for (; n + 2 * SJ_NVL <= n1; n += 2 * SJ_NVL) {
+        SJ_NAME(wn) c[6][2];
+        for (int r = 0; r < R; r++) { c[r][0] = (SJ_NAME(wn)){0}; c[r][1] = (SJ_NAME(wn)){0}; }
+        const float *wk = w + n;
+        for (int k = 0; k < K; k++, wk += N) {
+            SJ_NAME(wn) b0 = *(const SJ_NAME(wnu) *)wk, b1 = *(const SJ_NAME(wnu) *)(wk + SJ_NVL);
+            for (int r = 0; r < R; r++) {
+                const float a = xr[r][k];
+                c[r][0] += a * b0;
+                c[r][1] += a * b1;
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            if (bias) { c[r][0] += *(const SJ_NAME(wnu) *)(bias + n); c[r][1] += *(const SJ_NAME(wnu) *)(bias + n + SJ_NVL); }
+            *(SJ_NAME(wnu) *)(y + r * ldy + n) = c[r][0];
+            *(SJ_NAME(wnu) *)(y + r * ldy + n + SJ_NVL) = c[r][1];
+        }
+    }
+    for (; n + SJ_NVL <= n1; n += SJ_NVL) {
+        SJ_NAME(wn) c[6];
+        for (int r = 0; r < R; r++) c[r] = (SJ_NAME(wn)){0};
+        const float *wk = w + n;
+        for (int k = 0; k < K; k++, wk += N) {
+            SJ_NAME(wn) b0 = *(const SJ_NAME(wnu) *)wk;
+            for (int r = 0; r < R; r++) c[r] += xr[r][k] * b0;
+        }
+        for (int r = 0; r < R; r++) {
+            if (bias) c[r] += *(const SJ_NAME(wnu) *)(bias + n);
+            *(SJ_NAME(wnu) *)(y + r * ldy + n) = c[r];
+        }
+    }
+    for (; n < n1; n++) {
+        float s[6];
+        for (int r = 0; r < R; r++) s[r] = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float b0 = w[(ptrdiff_t)k * N + n];
+            for (int r = 0; r < R; r++) s[r] += xr[r][k] * b0;
+        }
+        const float d = bias ? bias[n] : 0.0f;
+        for (int r = 0; r < R; r++) y[r * ldy + n] = s[r] + d;
+    }
+}
+
+/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: blocks of 6 rows, the last
+   block of 1-5 rows by its own tile */
+static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, const float *w, int K, int N,
+                                      const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
+    for (int m = 0; m < M; m += 6) {
+        const int mr = M - m < 6 ? M - m : 6;
+        const float *xr[6];
+        for (int r = 0; r < mr; r++) xr[r] = x + (m + r) * ldx;
+        float *ym = y + m * ldy;
+        switch (mr) {
+            case 6: SJ_NAME(in_out_tile)(xr, 6, w, K, N, bias, ym, ldy, n0, n1); break;
+            case 5: SJ_NAME(in_out_tile)(xr, 5, w, K, N, bias, ym, ldy, n0, n1); break;
+            case 4: SJ_NAME(in_out_tile)(xr, 4, w, K, N, bias, ym, ldy, n0, n1); break;
+            case 3: SJ_NAME(in_out_tile)(xr, 3, w, K, N, bias, ym, ldy, n0, n1); break;
+            case 2: SJ_NAME(in_out_tile)(xr, 2, w, K, N, bias, ym, ldy, n0, n1); break;
+            default: SJ_NAME(in_out_tile)(xr, 1, w, K, N, bias, ym, ldy, n0, n1); break;
+        }
+    }
+}
+#undef SJ_NVL
+#endif
