@@ -386,22 +386,28 @@ static inline __attribute__((always_inline)) void SJ_NAME(in_out_tile)(const flo
     }
 }
 
-/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: blocks of 6 rows, the last
-   block of 1-5 rows by its own tile */
+/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: the columns in blocks of
+   about 256 KB of W (kept in L2 while every block of 6 rows passes over it), the last block of 1-5
+   rows by its own tile */
 static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, const float *w, int K, int N,
                                       const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
-    for (int m = 0; m < M; m += 6) {
-        const int mr = M - m < 6 ? M - m : 6;
-        const float *xr[6];
-        for (int r = 0; r < mr; r++) xr[r] = x + (m + r) * ldx;
-        float *ym = y + m * ldy;
-        switch (mr) {
-            case 6: SJ_NAME(in_out_tile)(xr, 6, w, K, N, bias, ym, ldy, n0, n1); break;
-            case 5: SJ_NAME(in_out_tile)(xr, 5, w, K, N, bias, ym, ldy, n0, n1); break;
-            case 4: SJ_NAME(in_out_tile)(xr, 4, w, K, N, bias, ym, ldy, n0, n1); break;
-            case 3: SJ_NAME(in_out_tile)(xr, 3, w, K, N, bias, ym, ldy, n0, n1); break;
-            case 2: SJ_NAME(in_out_tile)(xr, 2, w, K, N, bias, ym, ldy, n0, n1); break;
-            default: SJ_NAME(in_out_tile)(xr, 1, w, K, N, bias, ym, ldy, n0, n1); break;
+    int nb = K > 0 ? (65536 / K) & ~(2 * SJ_NVL - 1) : n1 - n0;
+    if (nb < 2 * SJ_NVL || M <= 6) nb = n1 - n0 > 0 ? n1 - n0 : 1;
+    for (int c0 = n0; c0 < n1; c0 += nb) {
+        const int c1 = n1 - c0 < nb ? n1 : c0 + nb;
+        for (int m = 0; m < M; m += 6) {
+            const int mr = M - m < 6 ? M - m : 6;
+            const float *xr[6];
+            for (int r = 0; r < mr; r++) xr[r] = x + (m + r) * ldx;
+            float *ym = y + m * ldy;
+            switch (mr) {
+                case 6: SJ_NAME(in_out_tile)(xr, 6, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 5: SJ_NAME(in_out_tile)(xr, 5, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 4: SJ_NAME(in_out_tile)(xr, 4, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 3: SJ_NAME(in_out_tile)(xr, 3, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 2: SJ_NAME(in_out_tile)(xr, 2, w, K, N, bias, ym, ldy, c0, c1); break;
+                default: SJ_NAME(in_out_tile)(xr, 1, w, K, N, bias, ym, ldy, c0, c1); break;
+            }
         }
     }
 }
