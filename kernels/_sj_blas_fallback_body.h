@@ -75,6 +75,20 @@ static void SJ_NAME(fb_##P##gemv_t)(int m, int n, T alpha, const T *a, ptrdiff_t
     }                                                                                                     \
 }
 
-SJ_FB_DEFINE(float, s, sj_fb_vf, sj_fb_vfu, 16)
-SJ_FB_DEFINE(double, d, sj_fb_vd, sj_fb_vdu, 8)
+/* vectors of the variant's own width: 64-byte vectors on AVX2 or the baseline were lowered through the
+   stack (GCC splits what the target cannot hold, then spills the halves) */
+#if defined(__AVX512F__)
+#define SJ_FB_VB 64
+#elif defined(__AVX__)
+#define SJ_FB_VB 32
+#else
+#define SJ_FB_VB 16
+#endif
+typedef float SJ_NAME(fb_vf) __attribute__((vector_size(SJ_FB_VB)));
+typedef float SJ_NAME(fb_vfu) __attribute__((vector_size(SJ_FB_VB), aligned(4)));
+typedef double SJ_NAME(fb_vd) __attribute__((vector_size(SJ_FB_VB)));
+typedef double SJ_NAME(fb_vdu) __attribute__((vector_size(SJ_FB_VB), aligned(8)));
+SJ_FB_DEFINE(float, s, SJ_NAME(fb_vf), SJ_NAME(fb_vfu), (SJ_FB_VB / 4))
+SJ_FB_DEFINE(double, d, SJ_NAME(fb_vd), SJ_NAME(fb_vdu), (SJ_FB_VB / 8))
+#undef SJ_FB_VB
 #undef SJ_FB_DEFINE

@@ -61,6 +61,7 @@ static inline __attribute__((always_inline)) void SJ_NAME(dots)(const float *xr,
     }
 }
 
+#ifdef __AVX512F__
 /* y[m, n] = dot(x[m, :], W[n, :]) (+ bias[n]) for W "out_in" [N, K], columns [n0, n1). One row of
    x reads two rows of W at a time (8 accumulators: four FMA chains each, one x load for two FMAs);
    2-4 rows read four rows of W at a time with AVX-512 (16 accumulators of its 32 registers), two
@@ -100,7 +101,76 @@ static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float
         for (int m = 0; m < M; m++)
             y[m * ldy + n] = SJ_NAME(dot)(w + (ptrdiff_t)n * K, x + m * ldx, K, kv) + (bias ? bias[n] : 0.0f);
 }
+#else
+/* Without AVX-512, 16 lanes are held as 16 / SJ_NVL native vectors (two ymm with AVX2, four xmm
+   otherwise): GCC lowers a 64-byte vector that the target cannot hold through the stack and general
+   registers (vpinsrq round trips: AVX2 ran a one-row product slower than SSE2). The sums are the
+   16-lane ones to the bit: block j into chain j % 4 lane by lane, (c0 + c1) + (c2 + c3), then the
+   same halving tree. One row of W at a time (four chains of 16 lanes fill 8 of the 16 registers). */
+#ifdef __AVX__
+#define SJ_NVL 8
+#else
+#define SJ_NVL 4
+#endif
+#define SJ_NVP (SJ_LANES / SJ_NVL)
+typedef float SJ_NAME(vn) __attribute__((vector_size(SJ_NVL * 4)));
+typedef float SJ_NAME(vnu) __attribute__((vector_size(SJ_NVL * 4), aligned(4)));
 
+/* SJ_NAME(hsum) of the 16 lanes held in parts p[0..SJ_NVP) */
+static inline __attribute__((always_inline)) float SJ_NAME(hsum_parts)(const SJ_NAME(vn) *p) {
+#if SJ_NVL == 8
+    sj_v8 h = p[0] + p[1];
+    sj_v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
+#else
+    sj_v4 q = (p[0] + p[2]) + (p[1] + p[3]);
+#endif
+    sj_v4 t = q + __builtin_shufflevector(q, q, 2, 3, 2, 3);
+    return t[0] + t[1];
+}
+
+/* dot(w, x) summed as SJ_NAME(dot) sums it (see there), in native vectors */
+static inline __attribute__((always_inline)) float SJ_NAME(dot_nv)(const float *w, const float *x, int K,
+                                                                   int kv, int k4) {
+    SJ_NAME(vn) c[4][SJ_NVP];
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < SJ_NVP; i++) c[j][i] = (SJ_NAME(vn)){0};
+    int k = 0;
+    for (; k < k4; k += 4 * SJ_LANES)
+        for (int j = 0; j < 4; j++)
+            for (int i = 0; i < SJ_NVP; i++) {
+                const int o = k + j * SJ_LANES + i * SJ_NVL;
+                c[j][i] += *(const SJ_NAME(vnu) *)(w + o) * *(const SJ_NAME(vnu) *)(x + o);
+            }
+    for (int j = 0; j < 3; j++)  /* the last 1-3 blocks into chains 0-2, constant indices */
+        if (k + j * SJ_LANES < kv)
+            for (int i = 0; i < SJ_NVP; i++) {
+                const int o = k + j * SJ_LANES + i * SJ_NVL;
+                c[j][i] += *(const SJ_NAME(vnu) *)(w + o) * *(const SJ_NAME(vnu) *)(x + o);
+            }
+    SJ_NAME(vn) p[SJ_NVP];
+    for (int i = 0; i < SJ_NVP; i++) p[i] = (c[0][i] + c[1][i]) + (c[2][i] + c[3][i]);
+    float s = SJ_NAME(hsum_parts)(p);
+    for (int q = kv; q < K; q++) s += w[q] * x[q];
+    return s;
+}
+
+/* y[m, n] = dot(x[m, :], W[n, :]) (+ bias[n]) for W "out_in" [N, K], columns [n0, n1): each row of
+   W against the 1-4 rows of x in turn (the W row stays in L1 between them) */
+static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float *w, int K,
+                               const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
+    const int kv = K - K % SJ_LANES;
+    const int k4 = kv - kv % (4 * SJ_LANES);
+    for (int n = n0; n < n1; n++) {
+        const float *wr = w + (ptrdiff_t)n * K;
+        const float b = bias ? bias[n] : 0.0f;
+        for (int m = 0; m < M; m++) y[m * ldy + n] = SJ_NAME(dot_nv)(wr, x + m * ldx, K, kv, k4) + b;
+    }
+}
+#undef SJ_NVP
+#undef SJ_NVL
+#endif
+
+#ifdef __AVX512F__
 /* 4 rows of y (x0..x3; only the first mr stored) = x @ W (+ bias) for W "in_out" [K, N],
    columns [n0, n1): 32 columns in 8 vector accumulators, one broadcast x value and two W vectors
    per k (no horizontal sums); then 16-column blocks, then single columns at the right edge. */
@@ -255,3 +325,91 @@ static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, cons
                               w, K, N, bias, y + m * ldy, ldy, n0, n1, mr);
     }
 }
+#else
+/* Without AVX-512 (see gemv_rows above): tiles of up to 6 rows x 2 native vectors of columns (12
+   accumulators of the 16 registers, two W loads and a broadcast per k), then one vector, then single
+   columns. Every output is one multiply-add chain over k in order plus the bias, as in the AVX-512
+   kernels, so the results do not depend on the tiling (nor on the rows beside a row). */
+#ifdef __AVX__
+#define SJ_NVL 8
+#else
+#define SJ_NVL 4
+#endif
+typedef float SJ_NAME(wn) __attribute__((vector_size(SJ_NVL * 4)));
+typedef float SJ_NAME(wnu) __attribute__((vector_size(SJ_NVL * 4), aligned(4)));
+
+/* R rows (xr[0..R)) of y, columns [n0, n1) */
+static inline __attribute__((always_inline)) void SJ_NAME(in_out_tile)(const float *const *xr, int R, const float *w,
+                                                                       int K, int N, const float *bias, float *y,
+                                                                       ptrdiff_t ldy, int n0, int n1) {
+    int n = n0;
+    for (; n + 2 * SJ_NVL <= n1; n += 2 * SJ_NVL) {
+        SJ_NAME(wn) c[6][2];
+        for (int r = 0; r < R; r++) { c[r][0] = (SJ_NAME(wn)){0}; c[r][1] = (SJ_NAME(wn)){0}; }
+        const float *wk = w + n;
+        for (int k = 0; k < K; k++, wk += N) {
+            SJ_NAME(wn) b0 = *(const SJ_NAME(wnu) *)wk, b1 = *(const SJ_NAME(wnu) *)(wk + SJ_NVL);
+            for (int r = 0; r < R; r++) {
+                const float a = xr[r][k];
+                c[r][0] += a * b0;
+                c[r][1] += a * b1;
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            if (bias) { c[r][0] += *(const SJ_NAME(wnu) *)(bias + n); c[r][1] += *(const SJ_NAME(wnu) *)(bias + n + SJ_NVL); }
+            *(SJ_NAME(wnu) *)(y + r * ldy + n) = c[r][0];
+            *(SJ_NAME(wnu) *)(y + r * ldy + n + SJ_NVL) = c[r][1];
+        }
+    }
+    for (; n + SJ_NVL <= n1; n += SJ_NVL) {
+        SJ_NAME(wn) c[6];
+        for (int r = 0; r < R; r++) c[r] = (SJ_NAME(wn)){0};
+        const float *wk = w + n;
+        for (int k = 0; k < K; k++, wk += N) {
+            SJ_NAME(wn) b0 = *(const SJ_NAME(wnu) *)wk;
+            for (int r = 0; r < R; r++) c[r] += xr[r][k] * b0;
+        }
+        for (int r = 0; r < R; r++) {
+            if (bias) c[r] += *(const SJ_NAME(wnu) *)(bias + n);
+            *(SJ_NAME(wnu) *)(y + r * ldy + n) = c[r];
+        }
+    }
+    for (; n < n1; n++) {
+        float s[6];
+        for (int r = 0; r < R; r++) s[r] = 0.0f;
+        for (int k = 0; k < K; k++) {
+            const float b0 = w[(ptrdiff_t)k * N + n];
+            for (int r = 0; r < R; r++) s[r] += xr[r][k] * b0;
+        }
+        const float d = bias ? bias[n] : 0.0f;
+        for (int r = 0; r < R; r++) y[r * ldy + n] = s[r] + d;
+    }
+}
+
+/* y[m, n] = sum_k x[m, k] * W[k, n] (+ bias[n]) for W "in_out" [K, N]: the columns in blocks of
+   about 256 KB of W (kept in L2 while every block of 6 rows passes over it), the last block of 1-5
+   rows by its own tile */
+static void SJ_NAME(gemv_rows_in_out)(const float *x, ptrdiff_t ldx, int M, const float *w, int K, int N,
+                                      const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
+    int nb = K > 0 ? (65536 / K) & ~(2 * SJ_NVL - 1) : n1 - n0;
+    if (nb < 2 * SJ_NVL || M <= 6) nb = n1 - n0 > 0 ? n1 - n0 : 1;
+    for (int c0 = n0; c0 < n1; c0 += nb) {
+        const int c1 = n1 - c0 < nb ? n1 : c0 + nb;
+        for (int m = 0; m < M; m += 6) {
+            const int mr = M - m < 6 ? M - m : 6;
+            const float *xr[6];
+            for (int r = 0; r < mr; r++) xr[r] = x + (m + r) * ldx;
+            float *ym = y + m * ldy;
+            switch (mr) {
+                case 6: SJ_NAME(in_out_tile)(xr, 6, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 5: SJ_NAME(in_out_tile)(xr, 5, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 4: SJ_NAME(in_out_tile)(xr, 4, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 3: SJ_NAME(in_out_tile)(xr, 3, w, K, N, bias, ym, ldy, c0, c1); break;
+                case 2: SJ_NAME(in_out_tile)(xr, 2, w, K, N, bias, ym, ldy, c0, c1); break;
+                default: SJ_NAME(in_out_tile)(xr, 1, w, K, N, bias, ym, ldy, c0, c1); break;
+            }
+        }
+    }
+}
+#undef SJ_NVL
+#endif

@@ -288,9 +288,14 @@ SJQ_TGT_AVX2 static void sjq_tile_avx2(const int8_t *x, long ldx, int mr, const 
                                        const int32_t *xsum, int32_t *c, long ldc, int stream) {
     (void)xsum;
     (void)stream;
-    while (nr >= 4 && (mr == 4 || mr == 1)) {
-        if (mr == 4) sjq_block_avx2(x, ldx, w, ldw, K, c, ldc, 4, 4);
-        else sjq_block_avx2(x, ldx, w, ldw, K, c, ldc, 1, 4);
+    /* 4 x rows: 4 x 2 blocks (8 accumulators, 2 weight vectors: the 16 ymm registers hold them; a
+       4 x 4 block's 16 accumulators spilled every step); 1 row: 1 x 4 */
+    while (nr >= 2 && mr == 4) {
+        sjq_block_avx2(x, ldx, w, ldw, K, c, ldc, 4, 2);
+        w += 2 * ldw; c += 2; nr -= 2;
+    }
+    while (nr >= 4 && mr == 1) {
+        sjq_block_avx2(x, ldx, w, ldw, K, c, ldc, 1, 4);
         w += 4 * ldw; c += 4; nr -= 4;
     }
     for (int i = 0; i < mr; i++)
