@@ -57,6 +57,10 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     decoder.maxout.weight [2K, Ho], .bias [2K] (unit k = max of rows 2k and 2k+1);
     decoder.out.weight [Vt, K], .bias [Vt]           (K: ``output_hidden_dim``)
 
+Padding: ``pad_id`` is a target id (in [0, Vt)); a source is filled past its length with
+``src_pad_id`` (in [0, Vs); None: ``pad_id`` when it is a source id, else 0), which the encoder's
+packed-sequence masking never reads past the embedding lookup.
+
 Decoding rules recorded from the toolkit that trained the model (importers set them; every decoding
 path reads them as the defaults of the decoding options of the same names,
 :func:`seqjit.decoding.inputs.resolve_rules`):
@@ -113,7 +117,8 @@ class RNNConfig(ModelConfig):
     output_negative_slope: float = 0.01  # "leaky_relu": max(x, 0) + slope * min(x, 0)
     decoder_input_activation: str | None = choice(None, (None, "relu"))  # the tutorial's DecoderRNN: "relu"
     output_log_softmax: bool = False  # logits are log-probabilities (the tutorial's decoders)
-    pad_id: int = 0
+    pad_id: int = 0  # the target side's padding token (never generated)
+    src_pad_id: int | None = None  # fills a source past its length; None: pad_id if a source id, else 0
     decoder_start_id: int = 1
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
@@ -186,6 +191,9 @@ class RNNConfig(ModelConfig):
             value = getattr(self, key)
             if not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
+        if self.src_pad_id is not None and not 0 <= self.src_pad_id < self.src_vocab_size:
+            raise ConfigError(f"{where}: src_pad_id {self.src_pad_id} is outside the source vocabulary "
+                              f"[0, {self.src_vocab_size})")
         if self.suppress_tokens is not None:
             tokens = self.suppress_tokens
             if not isinstance(tokens, list) or len(tokens) > self.tgt_vocab_size or not all(
