@@ -109,6 +109,8 @@ def _check(args) -> None:
         raise ValueError("g2p: --text takes no words, --input, --ray or --num-hypotheses")
     if args.text is not None and not args.text.strip():
         raise ValueError("g2p: --text is empty")
+    if args.text is not None and any("\ud800" <= c <= "\udfff" for c in args.text):  # argv bytes, surrogateescape
+        raise ValueError("g2p: --text is not valid utf-8 text (the argument's bytes do not decode)")
     if args.num_hypotheses > 1 and args.format != "json":
         raise ValueError("--num-hypotheses needs --format json (a TSV line holds one pronunciation)")
 
