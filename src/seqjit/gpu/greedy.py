@@ -97,14 +97,14 @@ def _check_some_left(step_ids, live, scores, suppressed: tuple, eos_banned, t: i
     sampling: the last), so a chosen token that the step bans shows it at no cost; where the fallback
     token is not banned, that row's scores (``scores``: the processed ones, or the logits whose bans
     the argmax applied itself) come to the host to be looked at."""
-    banned = list(suppressed) + ([eos_banned] if eos_banned is not None else [])
+    banned = np.array(list(suppressed) + ([eos_banned] if eos_banned is not None else []), np.int64)
     fallback = scores.shape[1] - 1 if sampling else 0
-    for r in np.flatnonzero(live):
-        token = int(step_ids[r])
-        if token in banned:
+    rows = np.flatnonzero(live)
+    dead = rows[np.isin(step_ids[rows], banned)]
+    if dead.size:
+        raise NothingGenerable.at(t, int(dead[0]))
+    for r in rows[step_ids[rows] == fallback]:
+        row = np.array(scores[int(r)].copy_to_host(), np.float32)
+        row[banned] = -np.inf
+        if np.isneginf(row).all():
             raise NothingGenerable.at(t, int(r))
-        if token == fallback:
-            row = np.array(scores[r].copy_to_host(), np.float32)
-            row[banned] = -np.inf
-            if np.isneginf(row).all():
-                raise NothingGenerable.at(t, int(r))
