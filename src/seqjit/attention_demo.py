@@ -135,8 +135,8 @@ def run_attention_demo(length: int = 4096, heads: int = 8, dim: int = 64, causal
     need = 4 * (4 * heads * length * dim + 2 * heads * length * length)
     free = available_memory()
     if free is not None and need > free:
-        raise ValueError(f"--length {length} --heads {heads} --dim {dim}: naive attention needs {need / 2**30:.1f} GiB, "
-                         f"more than the {free / 2**30:.1f} GiB available now; lower --length")
+        raise ValueError(f"--length {length} --heads {heads} --dim {dim}: naive attention needs "
+                         f"{need / 2**30:.1f} GiB, more than the {free / 2**30:.1f} GiB available now; lower --length")
     print(f"attention on a random [1, {heads}, {length}, {dim}] float32 input, causal={causal}, "
           f"one process per engine")
     rows = []

@@ -162,6 +162,7 @@ def test_messages_go_through_the_bar_on_a_terminal(cli, tmp_path, monkeypatch):
 def test_text_argument_that_is_not_utf8_is_an_error(cli):
     """--text whose bytes are not UTF-8 (read by Python as lone surrogates) is refused, naming the
     option, instead of its undecodable byte being pronounced as a word."""
-    code, out, err = cli("g2p", "--model", "gru", "--text", "hello " + b"\xff".decode("utf-8", "surrogateescape") + " world")
+    undecodable = b"\xff".decode("utf-8", "surrogateescape")  # how Python reads the argument's byte
+    code, out, err = cli("g2p", "--model", "gru", "--text", f"hello {undecodable} world")
     assert code == 2 and out == ""
     assert err.strip() == "seqjit: error: g2p: --text is not valid utf-8 text (the argument's bytes do not decode)"

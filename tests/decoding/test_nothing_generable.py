@@ -17,7 +17,8 @@ from seqjit.g2p import G2P
 SOURCES = [[5, 6, 7, 8], [9, 10, 11], [12, 13, 14, 15, 16]]
 V, PAD, EOS = 73, 0, 2  # the bundled G2P GRU's target vocabulary and special ids
 MODES = {"greedy": dict(), "greedy-scores": dict(return_scores=True), "sampling": dict(sampling_topk=0, seed=1),
-         "topk": dict(sampling_topk=5, seed=2), "beam": dict(beam_size=3), "beam-2": dict(beam_size=2, num_hypotheses=2)}
+         "topk": dict(sampling_topk=5, seed=2), "beam": dict(beam_size=3),
+         "beam-2": dict(beam_size=2, num_hypotheses=2)}
 
 
 def _gru(replay, bias=None):

@@ -19,8 +19,8 @@ from seqjit.models.contract import DEFAULT_MAX_LENGTH
 from .options import SUPPRESSION_OPTIONS, DecodingOptions, unknown_options_message
 from .results import GenerationResult
 
-__all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_generable", "check_vocab", "finished",
-           "with_seed", "drain", "check_batching"]
+__all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_generable",
+           "check_vocab", "finished", "with_seed", "drain", "check_batching"]
 
 
 def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndarray]:
