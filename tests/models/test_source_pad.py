@@ -5,7 +5,6 @@ padding); the source side's own pad id is checked against the source vocabulary.
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
