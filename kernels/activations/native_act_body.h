@@ -111,8 +111,9 @@ static inline __attribute__((always_inline)) double SJ_NAME(sum_exp_f64)(const f
 /* log-softmax of s[0:n] in place (kernels/beam/_native.pxi: sj_log_softmax_row, the beam step's
    row of up to 250k logits, where the Cython loop's scalar exp and its float64 sum, one long chain,
    cost as much as the decoder step): returns 1 (row untouched) when it holds NaN; +inf entries
-   share probability one; else s = (s - max) - log(sum exp(s - max)) (max 0 for a row of only
-   -inf, which becomes NaN, as in seqjit.decoding.processors.log_softmax). */
+   share probability one; a row of only -inf stays as it is (nothing left to choose: the decode
+   loops raise NothingGenerable, as seqjit.decoding.processors.log_softmax leaves it); else
+   s = (s - max) - log(sum exp(s - max)). */
 static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
     float top16[16];
     int nan16[16];
@@ -144,7 +145,7 @@ static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
         return 0;
     }
     if (top == -__builtin_inff())
-        top = 0.0f;
+        return 0;
     const double total = SJ_NAME(sum_exp_f64)(s, n, top);
     const float lse = total > 0 ? __builtin_logf((float)total) : -__builtin_inff();
     for (ptrdiff_t i = 0; i < n; i++) s[i] = (s[i] - top) - lse;

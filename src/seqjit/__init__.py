@@ -43,6 +43,7 @@ _LAZY = {
     "GraphError": ("seqjit.errors", "GraphError"),
     "ShapeError": ("seqjit.errors", "ShapeError"),
     "NonFiniteLogits": ("seqjit.errors", "NonFiniteLogits"),
+    "NothingGenerable": ("seqjit.errors", "NothingGenerable"),
     "MemoryBudgetExceeded": ("seqjit.errors", "MemoryBudgetExceeded"),
     "set_memory_limit": ("seqjit.decoding.limits", "set_memory_limit"),
 }

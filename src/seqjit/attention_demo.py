@@ -129,6 +129,14 @@ def run_attention_demo(length: int = 4096, heads: int = 8, dim: int = 64, causal
     for name, value in (("length", length), ("heads", heads), ("dim", dim)):
         if int(value) != value or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    from seqjit.decoding.limits import available_memory
+
+    # the naive engine's peak: q, k, v, the output and two [heads, length, length] score arrays
+    need = 4 * (4 * heads * length * dim + 2 * heads * length * length)
+    free = available_memory()
+    if free is not None and need > free:
+        raise ValueError(f"--length {length} --heads {heads} --dim {dim}: naive attention needs "
+                         f"{need / 2**30:.1f} GiB, more than the {free / 2**30:.1f} GiB available now; lower --length")
     print(f"attention on a random [1, {heads}, {length}, {dim}] float32 input, causal={causal}, "
           f"one process per engine")
     rows = []

@@ -47,6 +47,26 @@ class NonFiniteLogits(ValueError):
                    "activations overflow float32); no token can be chosen")
 
 
+class NothingGenerable(ValueError):
+    """The decoding options leave no token to generate: every token id is banned (suppressed, a
+    one-token bad word, the padding token, the end token before ``min_length``, the first step's
+    ``begin_suppress_tokens``), or a step's processed scores are -inf for every token (an n-gram
+    ban or a bad-word sequence on top of those). Picking one anyway would return a banned token
+    (the padding id, scored NaN) as if it were an answer. Raised before decoding when the options
+    alone decide it, else at the step; the message names the options."""
+
+    #: the options that ban tokens, named by the message of a step that has none left
+    OPTIONS = ("suppress_tokens, begin_suppress_tokens, bad_words_ids, suppress_pad_token, min_length, "
+               "no_repeat_ngram_size")
+
+    @classmethod
+    def at(cls, step: int, row: int) -> "NothingGenerable":
+        """The error for row ``row`` of decoding step ``step`` (every decoding loop, Python or native;
+        a beam search's row is its source)."""
+        return cls(f"decoding step {step}: row {row} has no token left to generate (every score is -inf after "
+                   f"the options that ban tokens: {cls.OPTIONS}); loosen them")
+
+
 class MemoryBudgetExceeded(ValueError):
     """A decode would allocate more than the memory available now (or the limit set with
     :func:`seqjit.decoding.limits.set_memory_limit`). Checked before anything is allocated; the

@@ -157,3 +157,12 @@ def test_messages_go_through_the_bar_on_a_terminal(cli, tmp_path, monkeypatch):
     assert code == 1 and "\r" in err  # the bar was drawn
     pieces = re.split(r"[\r\n]", err)
     assert f"seqjit: {src}:2: empty line (no word)" in pieces  # the message is whole on its own line
+
+
+def test_text_argument_that_is_not_utf8_is_an_error(cli):
+    """--text whose bytes are not UTF-8 (read by Python as lone surrogates) is refused, naming the
+    option, instead of its undecodable byte being pronounced as a word."""
+    undecodable = b"\xff".decode("utf-8", "surrogateescape")  # how Python reads the argument's byte
+    code, out, err = cli("g2p", "--model", "gru", "--text", f"hello {undecodable} world")
+    assert code == 2 and out == ""
+    assert err.strip() == "seqjit: error: g2p: --text is not valid utf-8 text (the argument's bytes do not decode)"

@@ -4,7 +4,7 @@ ties, signed zeros, infinities and banned tokens; a NaN anywhere raises NonFinit
 import numpy as np
 import pytest
 
-from seqjit.errors import NonFiniteLogits
+from seqjit.errors import NonFiniteLogits, NothingGenerable
 from seqjit.graph import _native_vm
 
 
@@ -20,9 +20,11 @@ def _first_tokens(logits: np.ndarray, banned=(), eos: int = 0, min_length: int =
 
 
 def _rows(rng, n: int) -> np.ndarray:
-    """Rows of width n: random, few distinct values (ties), signed zeros, all -inf, +inf twice."""
+    """Rows of width n: random, few distinct values (ties), signed zeros, -inf but for one entry,
+    +inf twice. (A row of only -inf has no token to choose: NothingGenerable, tested below.)"""
     rows = [rng.standard_normal(n), rng.integers(0, 4, n).astype(float), np.where(rng.random(n) < 0.5, -0.0, 0.0),
             np.full(n, -np.inf), rng.standard_normal(n)]
+    rows[3][n // 2] = -1e30
     rows[4][rng.integers(0, n, 2)] = np.inf
     return np.array(rows, np.float32)
 
@@ -52,6 +54,19 @@ def test_banned_and_end_tokens_are_never_chosen(isa):
     edited[:, top[:2]] = -np.inf
     edited[:, top[4]] = -np.inf
     np.testing.assert_array_equal(out, edited.argmax(axis=1))
+
+
+@pytest.mark.parametrize("n", [1, 16, 65, 1000])
+def test_a_row_of_only_minus_inf_raises_nothing_generable(isa, n):
+    logits = np.random.default_rng(4).standard_normal((3, n)).astype(np.float32)
+    logits[1] = -np.inf
+    with pytest.raises(NothingGenerable, match="decoding step 0: row 1 has no token left"):
+        _first_tokens(logits)
+    if n > 1:
+        logits = np.random.default_rng(5).standard_normal((2, n)).astype(np.float32)
+        logits[1, 1:] = -np.inf  # only token 0 left, banned: nothing
+        with pytest.raises(NothingGenerable, match="row 1"):
+            _first_tokens(logits, banned={0}, eos=n - 1)
 
 
 @pytest.mark.parametrize("at", [0, 5, 64, 255, 299])

@@ -234,7 +234,7 @@ BASE = dict(src_vocab_size=VS, tgt_vocab_size=VT, hidden_size=6)
     (dict(bridge="last", decoder_hidden_size=9), r"bridge 'last'.*decoder_hidden_size must be 6"),
     (dict(bridge="mean", bridge_cell="zeros"), r"bridge_cell sets an LSTM's initial cell state"),
     (dict(bridge="mean", bridge_activation="gelu"), r"'bridge_activation' must be one of"),
-    (dict(bridge="nematus"), r"'bridge' must be one of \['sum', 'concat', 'linear', 'layer_mix', 'mean', 'top_linear'"),
+    (dict(bridge="nematus"), r"'bridge' must be one of \['sum', 'concat', 'linear', 'layer_mix', 'stack', 'mean', 'top_linear'"),
     (dict(attention="dot", attention_query="previous"), r"attention_query 'previous'.*bahdanau.*only"),
     (dict(input_feeding=True), r"input_feeding applies to attention_query 'current'"),
     (dict(output_layer="mlp"), r"output_layer 'mlp' needs output_hidden_dim"),

@@ -79,7 +79,8 @@ def single_machine(words_file, tmp_path_factory):
 
 def test_g2p_equals_the_single_machine_command(cluster, words_file, single_machine, tmp_path, capsys):
     out = tmp_path / "out.txt"
-    status, messages = _run(capsys, "g2p", "--model", "attention", "--input", words_file, "--output", out, "--ray")
+    status, messages = _run(capsys, "g2p", "--model", "attention", "--no-lexicon", "--input", words_file, "--output",
+                            out, "--ray")
     lines = out.read_text(encoding="utf-8").split("\n")
     assert (status, lines, messages) == single_machine
     assert status == 1 and len(lines) == N_WORDS + 7 + 1 and lines[-1] == ""  # one line per input line
@@ -98,7 +99,8 @@ def test_g2p_equals_the_single_machine_command(cluster, words_file, single_machi
 def test_a_killed_actor_loses_and_duplicates_no_line(cluster, words_file, single_machine, tmp_path, capsys):
     cluster.write_text("2070")  # the worker whose batch holds row 2070 (the second block) exits at once
     out = tmp_path / "out.txt"
-    status, messages = _run(capsys, "g2p", "--model", "attention", "--input", words_file, "--output", out, "--ray",
+    status, messages = _run(capsys, "g2p", "--model", "attention", "--no-lexicon", "--input", words_file, "--output", out,
+                            "--ray",
                             "--actors", "2")
     fired = cluster.with_name("crash-at.fired")
     assert not cluster.exists() and fired.exists()  # it did fire, once
@@ -115,12 +117,32 @@ def test_without_retries_the_killed_actor_fails_the_job(cluster):
     assert cluster.with_name("crash-at.fired").exists()
 
 
+@pytest.mark.parametrize("lexicon", [[], ["--lexicon", "FILE"]], ids=["cmudict", "file"])
+def test_g2p_with_the_dictionary_equals_the_single_machine_command(cluster, tmp_path, capsys, lexicon):
+    """--ray consults the dictionary as the command without --ray does (CMUdict by default, or
+    --lexicon FILE): the same lines for words the dictionary holds and words it does not."""
+    words = [w for w, _ in load_split("test")][:60] + ["seqjit", "zorblax", "read", "Hello,"]
+    path = tmp_path / "words.txt"
+    path.write_text("\n".join(words) + "\n", encoding="utf-8")
+    own = tmp_path / "own.dict"
+    own.write_text("zorblax Z AO1 R B L AE0 K S\nseqjit S IY1 K JH IH0 T\n", encoding="utf-8")
+    lexicon = [str(own) if a == "FILE" else a for a in lexicon]
+    runs = {}
+    for name, extra in (("alone", lexicon), ("ray", [*lexicon, "--ray"]), ("model", ["--no-lexicon"])):
+        out = tmp_path / f"{name}.txt"
+        status, messages = _run(capsys, "g2p", "--model", "gru", "--input", path, "--output", out, *extra)
+        runs[name] = (status, out.read_text(encoding="utf-8"), messages)
+    assert runs["ray"] == runs["alone"]
+    assert runs["alone"][0] == 0 and runs["alone"][1].count("\n") == len(words)
+    assert runs["alone"][1] != runs["model"][1]  # the dictionary answered some words
+
+
 def test_parquet_input(cluster, tmp_path, capsys):
     words = ["hello", None, "world", "seq\njit", "ray"]
     path = tmp_path / "words.parquet"
     pq.write_table(pa.table({"id": [1, 2, 3, 4, 5], "word": words}), path)
     out = tmp_path / "out.txt"
-    status, messages = _run(capsys, "g2p", "--model", "gru", "--input", path, "--output", out, "--ray",
+    status, messages = _run(capsys, "g2p", "--model", "gru", "--no-lexicon", "--input", path, "--output", out, "--ray",
                             "--column", "word")
     expected = {p.word: " ".join(p.phonemes) for p in G2P("gru").predict(["hello", "world", "ray"])}
     assert out.read_text(encoding="utf-8").split("\n") == [f"hello\t{expected['hello']}", "",

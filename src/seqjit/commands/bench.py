@@ -56,11 +56,24 @@ def pytest_table(path: Path, threads: int) -> str:
     return "\n".join(lines)
 
 
+def _check_file_argument(name: str, path) -> None:
+    """``--name PATH`` can be written: not a directory, in a directory that exists."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise IsADirectoryError(f"--{name} {path} is a directory, not a file")
+    if not target.resolve().parent.is_dir():
+        raise FileNotFoundError(f"--{name} {path}: the directory {target.resolve().parent} does not exist")
+
+
 def run(args) -> int:
     if args.bench_threads is None:  # ``seqjit --threads N bench`` means the same as ``bench --threads N``
         args.bench_threads = getattr(args, "threads", None) or 2
     if args.bench_threads < 1:
         raise ValueError(f"--threads must be a positive integer, got {args.bench_threads}")
+    for name in ("output", "plot"):  # before minutes of benchmarks, not after
+        _check_file_argument(name, getattr(args, name))
     parts = PARTS if args.part == "all" else (args.part,)
     sections = []
     for part in parts:

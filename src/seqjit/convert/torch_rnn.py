@@ -33,7 +33,8 @@ Hd decoder hidden, Es/Et embedding dims, M memory size, A attention size, V voca
 Read from the weights (a contradicting keyword raises ConfigError): vocabulary sizes, embedding
 dims, ``hidden_size``, ``cell``, ``num_layers``, ``decoder_layers`` (when the decoder RNN has
 another count), ``bidirectional``, ``bridge`` ("linear" when ``bridge.weight`` exists, "concat"
-when Hd = 2H, else "sum"; the one-value bridges "mean", "top_linear", "last", "zeros" have
+when Hd = 2H, "stack" when a bidirectional encoder's decoder has twice its layers (IndicXlit: each
+final state starts one decoder layer), else "sum"; the one-value bridges "mean", "top_linear", "last", "zeros" have
 weights that look alike, so ``bridge=`` names them, and then ``decoder_hidden_size`` is read),
 ``attention`` (bahdanau when Ua exists, concat when W does, general when only Wa does, else dot),
 ``attention_query`` ("current" when ``decoder.concat.weight`` exists), ``attention_dim``,
@@ -119,8 +120,9 @@ def _import(state_dict: dict, arch: str, *, backend=None, ignore=(), **config):
                     bidirectional=bidirectional)
     if config.get("bridge") in ONE_VALUE_BRIDGES:  # the weights cannot tell these apart: the keyword says
         inferred["decoder_hidden_size"] = dec_hidden
-    elif bidirectional and config.get("bridge") != "layer_mix":  # layer_mix: its bridge.weight is [L*H, L*H]
-        inferred["bridge"] = "linear" if "bridge.weight" in sd else ("concat" if dec_hidden == 2 * hidden else "sum")
+    elif bidirectional and config.get("bridge") not in ("layer_mix", "stack"):  # layer_mix: bridge.weight [L*H, L*H]
+        inferred["bridge"] = "linear" if "bridge.weight" in sd else ("concat" if dec_hidden == 2 * hidden else
+                                                                     "stack" if dec_layers == 2 * layers else "sum")
     if dec_layers != layers:
         inferred["decoder_layers"] = dec_layers
     inferred.update(_output_layout(sd, source))

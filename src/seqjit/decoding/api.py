@@ -79,7 +79,7 @@ def decode(model, sources, arguments: dict, unknown: dict) -> list:
                                              callback=callback, **options)
     opts = resolve_rules(model, parse_options(options))
     check_batching(max_batch_size, callback, opts)
-    ids, lens = pad_sources(sources, model.pad_id, lengths)
+    ids, lens = pad_sources(sources, model.source_pad_id, lengths)
     check_vocab(model, ids, lens)
     opts = with_seed(_checked_max_length(model, opts, "max_length" in options,
                                           min(max_batch_size, ids.shape[0]) * opts.beam_size, ids.shape[1]))
@@ -190,8 +190,8 @@ def _decode_rows(model, ids, lens, rows, opts, callback, choice: Choice) -> list
     src = ids[rows, :width]
     if rows.shape[0] >= COMPACT_MIN_ROWS and width % WIDTH_BUCKET:
         width += WIDTH_BUCKET - width % WIDTH_BUCKET
-        pad = model.pad_id if model.pad_id is not None else 0
-        src = np.concatenate([ids[rows, :width], np.full((rows.shape[0], max(0, width - ids.shape[1])), pad, np.int64)],
+        src = np.concatenate([ids[rows, :width], np.full((rows.shape[0], max(0, width - ids.shape[1])),
+                                                         model.source_pad_id, np.int64)],
                              axis=1)
     state = model.start_checked(src, lens[rows], max_length=opts.max_length)
     try:
@@ -259,7 +259,7 @@ def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_
     opts = resolve_rules(model, parse_options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
-    ids, lens = pad_sources([source], model.pad_id)
+    ids, lens = pad_sources([source], model.source_pad_id)
     check_vocab(model, ids, lens)
     opts = with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1,
                                        source_length=ids.shape[1]))

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqjit.errors import NothingGenerable
+
 from . import processors
 from .results import GenerationResult
 
@@ -53,6 +55,7 @@ def beam_search(model, state, options, *, suppressed=()):
             run_attn[active, :, t] = attention.reshape((active.shape[0], K) + attention.shape[1:])
         vocab = logp.shape[-1]
         total = (logp.reshape(active.shape[0], K, vocab) + run_scores[active][:, :, None]).reshape(active.shape[0], K * vocab)
+        _check_some_left(total, fin_done[active], active, t)
         cand = _top(total, 2 * K)                                         # [A, 2K]
         cand_scores = np.take_along_axis(total, cand, axis=1)
         cand_beam, cand_token = cand // vocab, cand % vocab
@@ -96,6 +99,14 @@ def beam_search(model, state, options, *, suppressed=()):
             state.reorder(src_rows[improvable].reshape(-1))
             active = active[improvable]
     return _results(fin_tokens, fin_len, fin_scores, fin_attn, eos, options.num_hypotheses)
+
+
+def _check_some_left(total: np.ndarray, done: np.ndarray, active: np.ndarray, t: int) -> None:
+    """:class:`~seqjit.errors.NothingGenerable` for the first source whose continuations ``total``
+    [A, K*V] are all -inf while it has no finished hypothesis (one that has some ends with them)."""
+    dead = np.isneginf(total.max(axis=1)) & ~done.any(axis=1)
+    if dead.any():
+        raise NothingGenerable.at(t, int(active[np.flatnonzero(dead)[0]]))
 
 
 def _expand(index: np.ndarray, ndim: int) -> np.ndarray:

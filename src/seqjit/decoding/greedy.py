@@ -49,6 +49,7 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream
         if tokens is None:
             step_scores = np.array(logits, dtype=np.float32, copy=True)
             processors.process(step_scores, history, t, options, eos, suppressed)
+            processors.check_some_left(step_scores, t)
             if options.sampling:
                 tokens = processors.sample(step_scores, options, philox.uniforms(seed, sources[alive], t))
             else:
@@ -91,7 +92,8 @@ def _plain_argmax(logits, t, options, eos, suppressed):
     if logits.dtype != np.float32:
         return None
     tokens = np.argmax(logits, axis=-1)
-    if np.isnan(logits[np.arange(tokens.shape[0]), tokens]).any():  # argmax stops at a NaN
+    best = logits[np.arange(tokens.shape[0]), tokens]
+    if np.isnan(best).any() or np.isneginf(best).any():  # argmax stops at a NaN; a row of only -inf
         return None  # the score processors refuse the step
     banned = list(suppressed) + ([eos] if t < options.min_length else [])
     if banned and np.isin(tokens, banned).any():

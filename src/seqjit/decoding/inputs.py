@@ -12,15 +12,15 @@ from collections.abc import Mapping, Set
 
 import numpy as np
 
-from seqjit.errors import UnknownOptionError
+from seqjit.errors import NothingGenerable, UnknownOptionError
 from seqjit.kernels.sampling import philox
 from seqjit.models.contract import DEFAULT_MAX_LENGTH
 
 from .options import SUPPRESSION_OPTIONS, DecodingOptions, unknown_options_message
 from .results import GenerationResult
 
-__all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_vocab", "finished",
-           "with_seed", "drain", "check_batching"]
+__all__ = ["pad_sources", "given_options", "parse_options", "resolve_rules", "suppressed_tokens", "check_generable",
+           "check_vocab", "finished", "with_seed", "drain", "check_batching"]
 
 
 def pad_sources(sources, pad_id: int, lengths=None) -> tuple[np.ndarray, np.ndarray]:
@@ -184,7 +184,53 @@ def suppressed_tokens(model, opts: DecodingOptions) -> tuple:
     banned = set(opts.suppress_tokens or ()) | {w[0] for w in opts.bad_words_ids or () if len(w) == 1 and w[0] != eos}
     if opts.suppress_pad_token is not False and pad is not None and pad != eos:
         banned.add(pad)
-    return tuple(sorted(int(t) for t in banned))
+    banned = tuple(sorted(int(t) for t in banned))
+    check_generable(model, opts, banned)
+    return banned
+
+
+def check_generable(model, opts: DecodingOptions, banned: tuple) -> None:
+    """:class:`~seqjit.errors.NothingGenerable` when the options alone leave no token at a step every
+    decode reaches: step 0, and each next step while the steps before can neither end (the end token
+    banned before ``min_length``) nor choose (a forced token). ``banned``: :func:`suppressed_tokens`.
+    Past ``max(min_length, the begin step + 1)`` the bans no longer change, so the steps checked are
+    at most that many; the decoding loops check every step's scores themselves."""
+    vocab, eos = model.target_vocab_size, model.eos_id
+    if vocab is None or eos is None:
+        return
+    base = set(banned)
+    begin_step = 1 if opts.forced_bos_id is not None else 0
+    begin = set(opts.begin_suppress_tokens or ()) - base
+    for g in range(min(opts.max_length, max(opts.min_length, begin_step + 1) + 1)):
+        forced = opts.forced_eos_id if g == opts.max_length - 1 and opts.forced_eos_id is not None else \
+            (opts.forced_bos_id if g == 0 else None)
+        if forced is not None:
+            if forced == eos:
+                return
+            continue
+        eos_banned = eos in base or g < opts.min_length
+        count = len(base) + (eos not in base and g < opts.min_length)
+        if g == begin_step:
+            count += len(begin - {eos}) if g < opts.min_length else len(begin)
+            eos_banned = eos_banned or eos in begin
+        if count >= vocab:
+            raise NothingGenerable(f"decoding step {g}: every token id of the target vocabulary [0, {vocab}) is "
+                                   f"banned by {_banning_options(model, opts, g, begin_step)}: nothing can be "
+                                   "generated")
+        if not eos_banned:
+            return
+
+
+def _banning_options(model, opts: DecodingOptions, step: int, begin_step: int) -> str:
+    """The options that ban tokens at ``step``, named for :class:`NothingGenerable`."""
+    names = [name for name in ("suppress_tokens", "bad_words_ids") if getattr(opts, name)]
+    if opts.suppress_pad_token is not False and model.pad_id is not None and model.pad_id != model.eos_id:
+        names.append(f"suppress_pad_token (the padding token {model.pad_id})")
+    if step < opts.min_length:
+        names.append(f"min_length {opts.min_length} (the end token {model.eos_id})")
+    if step == begin_step and opts.begin_suppress_tokens:
+        names.append("begin_suppress_tokens")
+    return ", ".join(names)
 
 
 def check_batching(max_batch_size, callback, opts: DecodingOptions) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from seqjit.errors import NonFiniteLogits
+from seqjit.errors import NonFiniteLogits, NothingGenerable
 
 NEG_INF = -np.inf
 
@@ -96,6 +96,15 @@ def check_no_nan(scores: np.ndarray, step: int) -> None:
         raise NonFiniteLogits.at(step, row)
 
 
+def check_some_left(scores: np.ndarray, step: int) -> None:
+    """:class:`~seqjit.errors.NothingGenerable` when a row of the processed ``scores`` is -inf for
+    every token (greedy search and sampling: the row has no token to choose)."""
+    if scores.size:
+        dead = np.isneginf(np.max(scores, axis=-1))
+        if dead.any():
+            raise NothingGenerable.at(step, int(np.flatnonzero(dead)[0]))
+
+
 def apply_forced(scores: np.ndarray, generated: int, options) -> None:
     """``options.forced_bos_id`` as the first generated token, ``options.forced_eos_id`` as the last
     one ``max_length`` allows (None: no rule; decoding resolves the model's rules into the options)."""
@@ -145,9 +154,10 @@ def _shifted_lse(x: np.ndarray) -> tuple:
 
 
 def log_softmax(x: np.ndarray) -> np.ndarray:
-    """Row-wise log-softmax in the input's dtype; rows of only -inf stay -inf."""
+    """Row-wise log-softmax in the input's dtype; rows of only -inf stay -inf (not ``-inf - -inf``:
+    NaN), so a beam whose every continuation is banned is told from a NaN step."""
     d, lse = _shifted_lse(x)
-    d -= lse
+    d -= np.where(np.isneginf(lse), 0, lse).astype(d.dtype)
     return d
 
 

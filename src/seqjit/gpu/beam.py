@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqjit.decoding.beam import _results
+from seqjit.errors import NothingGenerable
 from seqjit.kernels import _cuda
 from seqjit.kernels.beam import cuda as bk
 from seqjit.kernels.decoding import cuda as dk
@@ -70,5 +71,8 @@ def beam_search(model, state, options, suppressed: tuple):
             break
         host_active[np.flatnonzero(host_active)[~improvable]] = False
         state.reorder(src_rows, encoder=False)  # rows move among the beams of one source
-    return _results(fin[cur].copy_to_host(), fin_len.copy_to_host(), fin_scores.copy_to_host(), None, eos,
-                    options.num_hypotheses)
+    lengths = fin_len.copy_to_host()
+    empty = (lengths == 0).all(axis=1)  # no finished hypothesis: every continuation was -inf
+    if empty.any():
+        raise NothingGenerable.at(t, int(np.flatnonzero(empty)[0]))
+    return _results(fin[cur].copy_to_host(), lengths, fin_scores.copy_to_host(), None, eos, options.num_hypotheses)

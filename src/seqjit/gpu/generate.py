@@ -53,7 +53,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
     opts = resolve_rules(model, parse_options(options))
     check_batching(max_batch_size, callback, opts)
-    ids, lens = pad_sources(sources, model.pad_id, lengths)
+    ids, lens = pad_sources(sources, model.source_pad_id, lengths)
     check_vocab(model, ids, lens)
     opts = with_seed(check_max_length(model, opts, explicit="max_length" in options,
                                            rows=min(max_batch_size, ids.shape[0]) * opts.beam_size,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from seqjit.decoding.results import GenerationResult
+from seqjit.errors import NothingGenerable
 from seqjit.kernels import _cuda
 from seqjit.kernels.decoding import cuda as dk
 from seqjit.kernels.layout import cuda as layout
@@ -71,6 +72,7 @@ def greedy_search(model, state, options, suppressed: tuple, sources=None):
                              min_length=1 if ban >= 0 else 0, out=tokens)
         dk.greedy_advance(scores, tokens, eos, t, done, history, total)
         step_ids = tokens.copy_to_host()  # the step's one transfer: B ids
+        _check_some_left(step_ids, ~finished, scores, suppressed, eos if ban >= 0 else None, t, options.sampling)
         step_attn = attention.copy_to_host() if want_attn else None
         for r in np.flatnonzero(~finished):
             ids[r].append(int(step_ids[r]))
@@ -87,3 +89,22 @@ def greedy_search(model, state, options, suppressed: tuple, sources=None):
         results.append(GenerationResult([row], [float(scores_host[r])] if want_scores else None,
                                         [np.stack(attn[r]).astype(np.float32)] if want_attn else None))
     return results
+
+
+def _check_some_left(step_ids, live, scores, suppressed: tuple, eos_banned, t: int, sampling: bool) -> None:
+    """:class:`~seqjit.errors.NothingGenerable` for the first live row whose scores were -inf for every
+    token at step ``t``. The device choosers then return a token anyway (greedy: the first, 0;
+    sampling: the last), so a chosen token that the step bans shows it at no cost; where the fallback
+    token is not banned, that row's scores (``scores``: the processed ones, or the logits whose bans
+    the argmax applied itself) come to the host to be looked at."""
+    banned = np.array(list(suppressed) + ([eos_banned] if eos_banned is not None else []), np.int64)
+    fallback = scores.shape[1] - 1 if sampling else 0
+    rows = np.flatnonzero(live)
+    dead = rows[np.isin(step_ids[rows], banned)]
+    if dead.size:
+        raise NothingGenerable.at(t, int(dead[0]))
+    for r in rows[step_ids[rows] == fallback]:
+        row = np.array(scores[int(r)].copy_to_host(), np.float32)
+        row[banned] = -np.inf
+        if np.isneginf(row).all():
+            raise NothingGenerable.at(t, int(r))

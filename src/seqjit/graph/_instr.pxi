@@ -15,6 +15,7 @@ cdef enum:
     ERR_STEP = 2      # the step outside the position table or the cache
     ERR_PYTHON = 3    # a Python callback raised
     ERR_NAN = 4       # a decoding loop's logits hold NaN (seqjit.errors.NonFiniteLogits)
+    ERR_NONE_LEFT = 5 # a decoding loop's processed row is -inf everywhere (seqjit.errors.NothingGenerable)
 
 DEF NPTR = 12
 DEF NINT = 24

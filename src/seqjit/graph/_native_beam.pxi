@@ -93,7 +93,15 @@ cdef void _beam_sources(void* ctx, int part) noexcept nogil:
                 return
             sj_process_row(j.lg + b * ld, j.V, j.runt + j.cur * plane + b * T, j.t, j.start_id,
                            j.repetition_penalty, j.ngram, j.eos, j.min_length, j.bn, j.nb, j.forced, j.hist[part])
-        sj_beam_topk_source(j.lg + s * K * ld, ld, K, j.V, j.rsc + s * K, 2 * K, j.cand_s[part], j.cand_i[part])
+        if sj_beam_topk_source(j.lg + s * K * ld, ld, K, j.V, j.rsc + s * K, 2 * K, j.cand_s[part],
+                               j.cand_i[part]) == 0 or j.cand_s[part][0] == -INFINITY:
+            # every continuation -inf: an error unless the source has finished hypotheses to return
+            for k in range(K):
+                if j.fdn[s * K + k]:
+                    break
+            else:
+                j.rc[part], j.nan_row[part] = ERR_NONE_LEFT, s
+                return
         status = sj_beam_advance_source(
             j.cand_s[part], j.cand_i[part], j.V, j.t, j.max_len, j.eos, j.divisor, K,
             j.runt + j.cur * plane + s * K * T, j.runt + (1 - j.cur) * plane + s * K * T, j.rsc + s * K,
@@ -218,8 +226,8 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
         writeback.team_nt = 1
         step._free_team(team)
     free(bases); free(row_bytes); free(cand_s); free(cand_i); free(parent); free(hist)
-    if rc == ERR_NAN:
-        raise_nan(t, nan_row)
+    if rc == ERR_NAN or rc == ERR_NONE_LEFT:
+        raise_nan(t, nan_row, rc)
     if rc:
         (step if step.err else writeback).raise_error()
     return t, cur, bool(finished)

@@ -49,7 +49,8 @@ cdef struct SjChoice:
 cdef Py_ssize_t _choose(float* row, int V, int t, int64_t source, const SjChoice* o, SjCand* cand, float* buf,
                         double* logp) noexcept nogil:
     """Row ``row``'s token at step ``t`` (its banned tokens set to -inf first), or -1 when the row
-    holds NaN (the caller raises NonFiniteLogits); a row holding +inf reads it as probability one,
+    holds NaN (the caller raises NonFiniteLogits), -2 when it is -inf everywhere after the bans
+    (NothingGenerable); a row holding +inf reads it as probability one,
     shared by its +inf entries (processors._certain). ``*logp`` (when not NULL) gains the token's
     log-probability under the processed scores (processors.token_log_probs)."""
     cdef Py_ssize_t best, v
@@ -75,7 +76,15 @@ cdef Py_ssize_t _choose(float* row, int V, int t, int64_t source, const SjChoice
         for v in range(V):  # the first maximum, as numpy.argmax
             if row[v] > top:
                 best, top = v, row[v]
+        if top == -INFINITY:
+            return -2
     else:
+        top = -INFINITY
+        for v in range(V):
+            if row[v] > top:
+                top = row[v]
+        if top == -INFINITY:
+            return -2
         best = sj_sample_row(row, V, o.temperature, o.topk, o.topp, sj_philox_uniform(o.seed, source, t), cand, buf)
     if logp != NULL:  # the row's normaliser, compiled per instruction set (linear/_native.pxi)
         lse = sj_lse_f32(row, V, &top)
@@ -159,7 +168,7 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     continue
                 best = _choose(lg + b * ld, V, t, src[b], &o, cand, buf, (sc + b) if sc != NULL else NULL)
                 if best < 0:
-                    rc, nan_row = ERR_NAN, b
+                    rc, nan_row = (ERR_NAN if best == -1 else ERR_NONE_LEFT), b
                     break
                 out[b * T + t] = best
                 pv[b] = best
@@ -180,8 +189,8 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
         step._free_team(team)
     free(cand)
     free(buf)
-    if rc == ERR_NAN:
-        raise_nan(t, nan_row)
+    if rc == ERR_NAN or rc == ERR_NONE_LEFT:
+        raise_nan(t, nan_row, rc)
     if rc:
         (step if step.err else writeback).raise_error()
     return sv[0]
@@ -242,7 +251,7 @@ cdef class Stepper:
                 best = _choose(<float*>cnp.PyArray_DATA(self.logits), self.V, t, self.source, &self.o,
                                self.cand, self.buf, &logp)
                 if best < 0:
-                    rc = ERR_NAN
+                    rc = ERR_NAN if best == -1 else ERR_NONE_LEFT
             if rc == 0:
                 (<int64_t*>cnp.PyArray_DATA(self.prev))[0] = best
                 (<int64_t*>cnp.PyArray_DATA(self.stepv))[0] += 1
@@ -252,8 +261,8 @@ cdef class Stepper:
             self.step._free_team(team)
         if rc:
             self.done = True
-            if rc == ERR_NAN:
-                raise_nan(t, 0)
+            if rc == ERR_NAN or rc == ERR_NONE_LEFT:
+                raise_nan(t, 0, rc)
             (self.step if self.step.err else self.writeback).raise_error()
         self.t = t + 1
         self.done = best == self.o.eos or self.t >= self.T

@@ -403,6 +403,8 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                 best = <int>sj_argmax_row(row, V)  # the first maximum, as numpy.argmax; -1: a NaN
                 if best < 0:
                     rc, nan_row = ERR_NAN, b
+                elif row[best] == -INFINITY:  # every token banned: nothing to generate
+                    rc, nan_row = ERR_NONE_LEFT, b
                 if rc:
                     break
                 if sc != NULL:
@@ -431,8 +433,8 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                 break
         writeback.team_nt = 1
         step._free_team(team)
-    if rc == ERR_NAN:
-        raise_nan(t, nan_row)
+    if rc == ERR_NAN or rc == ERR_NONE_LEFT:
+        raise_nan(t, nan_row, rc)
     if rc:
         (step if step.err else writeback).raise_error()
     return sv[0]
@@ -440,10 +442,14 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
 
 include "_native_sampling.pxi"
 
-def raise_nan(int step, int row):
-    """Raise :class:`seqjit.errors.NonFiniteLogits` for row ``row`` of decoding step ``step``."""
-    from seqjit.errors import NonFiniteLogits
+def raise_nan(int step, int row, int code=ERR_NAN):
+    """Raise :class:`seqjit.errors.NonFiniteLogits` for row ``row`` of decoding step ``step``
+    (``code`` ERR_NAN), or :class:`seqjit.errors.NothingGenerable` (ERR_NONE_LEFT: the row's
+    processed scores are -inf for every token)."""
+    from seqjit.errors import NonFiniteLogits, NothingGenerable
 
+    if code == ERR_NONE_LEFT:
+        raise NothingGenerable.at(step, row)
     raise NonFiniteLogits.at(step, row)
 
 

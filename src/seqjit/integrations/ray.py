@@ -62,18 +62,22 @@ def import_ray():
 class G2PPredictor:
     """Words in column ``column`` -> ``phonemes`` (space-separated ARPAbet), ``score`` (sum of
     log-probabilities; NaN for a bad row), ``unknown`` (the characters read as ``<unk>``),
-    ``spelled`` (the letters the model read), ``truncated`` (cut short by the length limit), ``error``."""
+    ``spelled`` (the letters the model read), ``truncated`` (cut short by the length limit), ``error``.
+    ``lexicon``: a dictionary consulted before the model, as ``G2P(lexicon=...)`` takes it
+    (``"cmudict"`` or a lexicon file's path, readable at that path on every node; None: the model
+    answers every word); a word it holds gets its first listed pronunciation, score NaN, as ``seqjit
+    g2p`` writes it."""
 
     def __init__(self, model="attention", *, column: str = "word", beam_size: int = 1, max_length: int | None = None,
                  max_batch_tokens: int = 4096, max_batch_size: int = 256, fold_accents: bool = True,
-                 threads: int | None = 1, backend: str | None = None):
+                 threads: int | None = 1, backend: str | None = None, lexicon: str | None = None):
         from seqjit.g2p import G2P
 
         _check_options(beam_size=beam_size, max_length=max_length, max_batch_tokens=max_batch_tokens,
                        max_batch_size=max_batch_size, threads=threads)
         _set_threads(threads)
         extra = {} if backend is None else {"backend": backend}
-        self.g2p = G2P(model, fold_accents=fold_accents, **extra)
+        self.g2p = G2P(model, fold_accents=fold_accents, lexicon=lexicon, **extra)
         self.column, self.max_batch_tokens, self.max_batch_size = column, max_batch_tokens, max_batch_size
         self.options = dict(beam_size=beam_size, max_length=max_length, max_batch_size=max_batch_size)
 

@@ -48,6 +48,7 @@ The Python API every model gets from this base class::
     state.reorder(beam_rows)                              # int [B'] rows to keep, in order
     model.logits(src_ids, tgt_ids, src_lengths)           # teacher forcing [B, T, V]
     model.pad_id, model.eos_id, model.decoder_start_id, model.source_vocab_size
+    model.source_pad_id                                   # the id filling a source past its length
     model.to("cuda"); model.device                        # run on the GPU (seqjit.gpu); "cpu" back
 
 On the GPU (``model.to("cuda")``) the same calls work; the states are device arrays
@@ -178,6 +179,21 @@ class Seq2SeqModel:
     @property
     def pad_id(self) -> int:
         return self.config.pad_id
+
+    @property
+    def source_pad_id(self) -> int:
+        """The id that fills a source past its length (:func:`seqjit.decoding.inputs.pad_sources`,
+        :meth:`prepare`): the config's ``src_pad_id`` where it has one, else ``pad_id`` when it lies in
+        the source vocabulary, else 0. ``pad_id`` is a target-side id (the token never generated), and
+        may lie outside a smaller source vocabulary; every architecture masks a source's positions past
+        its length by ``src_lengths``, so the padded positions' ids are only looked up, never read."""
+        own = getattr(self.config, "src_pad_id", None)
+        if own is not None:
+            return own
+        pad, vocab = self.pad_id, self.source_vocab_size
+        if pad is None or (vocab is not None and not 0 <= pad < vocab):
+            return 0
+        return pad
 
     @property
     def eos_id(self) -> int:
@@ -380,8 +396,7 @@ class Seq2SeqModel:
         the loaders call it, so a first ``generate`` at a new shape costs about as much as a later
         one. Returns the model."""
         if self._runtime is None:
-            token = self.pad_id if self.pad_id is not None else 0
-            state = self.start(np.array([[token]], np.int64), max_length=1)
+            state = self.start(np.array([[self.source_pad_id]], np.int64), max_length=1)
             try:
                 self.step(state, np.array([self.decoder_start_id], np.int64), copy=False)
             finally:

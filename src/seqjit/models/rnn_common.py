@@ -23,6 +23,10 @@ reads encoder layer l's final forward and backward states ``h_n[2l]``, ``h_n[2l+
   in order; decoder layer l then reads its D*H values as ``"concat"`` does (Hd = D*H; so for L = 1 the
   linear maps each direction alone, for L = 2 bidirectional each layer's [fwd; bwd], for a
   unidirectional encoder every layer's states together); an LSTM's c through ``bridge_c``.
+- ``"stack"`` (IndicXlit): the final states as they are, one per decoder layer (Ld = L*D, Hd = H):
+  decoder layer k starts from ``h_n[k]`` in PyTorch's order (l0 fwd, l0 bwd, l1 fwd, ...), as
+  ``h0 = h_n.view(L * D, B, H)`` hands them (a one-layer bidirectional encoder: decoder layer 0 from
+  the forward state, layer 1 from the backward one); likewise ``c_n``.
 
 One-value bridges (any Ld, any Hd = ``decoder_hidden_size``): one value s [B, Hd] is every decoder
 layer's h0; an LSTM's c0 is s again (``bridge_cell="hidden"``, JoeyNMT) or zeros (``"zeros"``):
@@ -57,6 +61,10 @@ Weights (PyTorch ``state_dict`` names and shapes)::
     decoder.maxout.weight [2K, Ho], .bias [2K] (unit k = max of rows 2k and 2k+1);
     decoder.out.weight [Vt, K], .bias [Vt]           (K: ``output_hidden_dim``)
 
+Padding: ``pad_id`` is a target id (in [0, Vt)); a source is filled past its length with
+``src_pad_id`` (in [0, Vs); None: ``pad_id`` when it is a source id, else 0), which the encoder's
+packed-sequence masking never reads past the embedding lookup.
+
 Decoding rules recorded from the toolkit that trained the model (importers set them; every decoding
 path reads them as the defaults of the decoding options of the same names,
 :func:`seqjit.decoding.inputs.resolve_rules`):
@@ -84,7 +92,7 @@ from seqjit.models.config import ModelConfig, choice, positive
 from seqjit.models.quantization import SCHEMES
 
 GATES = {"gru": 3, "lstm": 4}
-PER_LAYER_BRIDGES = ("sum", "concat", "linear", "layer_mix")
+PER_LAYER_BRIDGES = ("sum", "concat", "linear", "layer_mix", "stack")
 #: per-layer bridges whose decoder layer l reads [h_fwd; h_bwd] (Hd = 2H) of a bidirectional encoder
 _CONCAT_LAYOUT = ("concat", "layer_mix")
 ONE_VALUE_BRIDGES = ("mean", "top_linear", "last", "zeros")
@@ -113,7 +121,8 @@ class RNNConfig(ModelConfig):
     output_negative_slope: float = 0.01  # "leaky_relu": max(x, 0) + slope * min(x, 0)
     decoder_input_activation: str | None = choice(None, (None, "relu"))  # the tutorial's DecoderRNN: "relu"
     output_log_softmax: bool = False  # logits are log-probabilities (the tutorial's decoders)
-    pad_id: int = 0
+    pad_id: int = 0  # the target side's padding token (never generated)
+    src_pad_id: int | None = None  # fills a source past its length; None: pad_id if a source id, else 0
     decoder_start_id: int = 1
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
@@ -186,6 +195,9 @@ class RNNConfig(ModelConfig):
             value = getattr(self, key)
             if not 0 <= value < self.tgt_vocab_size:
                 raise ConfigError(f"{where}: {key} {value} is outside the target vocabulary [0, {self.tgt_vocab_size})")
+        if self.src_pad_id is not None and not 0 <= self.src_pad_id < self.src_vocab_size:
+            raise ConfigError(f"{where}: src_pad_id {self.src_pad_id} is outside the source vocabulary "
+                              f"[0, {self.src_vocab_size})")
         if self.suppress_tokens is not None:
             tokens = self.suppress_tokens
             if not isinstance(tokens, list) or len(tokens) > self.tgt_vocab_size or not all(
@@ -194,8 +206,12 @@ class RNNConfig(ModelConfig):
                                   f"{self.tgt_vocab_size}), got {str(tokens)[:60]}")
 
     def _validate_bridge(self, where: str) -> None:
+        if self.bridge == "stack" and self.dec_layers != self.num_layers * self.directions:
+            raise ConfigError(f"{where}: bridge 'stack' hands each of the encoder's {self.num_layers * self.directions} "
+                              f"final states (layers x directions) to one decoder layer, so decoder_layers must be "
+                              f"{self.num_layers * self.directions}, got {self.dec_layers}")
         if self.bridge in PER_LAYER_BRIDGES:
-            if self.dec_layers != self.num_layers:
+            if self.dec_layers != self.num_layers and self.bridge != "stack":
                 raise ConfigError(f"{where}: bridge {self.bridge!r} hands encoder layer l to decoder layer l, so "
                                   f"decoder_layers ({self.dec_layers}) must equal num_layers ({self.num_layers}); "
                                   "use a one-value bridge ('mean', 'top_linear', 'last', 'zeros') otherwise")

@@ -97,6 +97,8 @@ class RNNPieces:
         flat = g.op("reshape", rows, shape=(0, -1))  # [B, L*D*H]
         if c.bridge == "layer_mix":
             return self.layer_mix(flat, prefix)
+        if c.bridge == "stack":  # decoder layer k <- h_n[k] (rnn_common: IndicXlit)
+            return [g.op("slice_last", flat, start=k * H, stop=(k + 1) * H) for k in range(c.num_layers * D)]
         layers = []
         for l in range(c.num_layers):
             if D == 1:
