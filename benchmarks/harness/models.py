@@ -1,0 +1,67 @@
+"""The models the workloads decode: how to build and cache each (seeded weights, once), its sources,
+its tokens per source and the unit of its figures.
+
+- ``tiny``, ``gru``: ``benchmarks/decoding/small_workload.py`` (a tiny Marian-config Transformer; a
+  G2P-sized GRU seq2seq, whose sources are words, figures in words/s).
+- ``marian``: ``benchmarks/decoding/workload.py`` (opus-mt-en-de size, 20-token sources, 20 new tokens).
+- ``bart``, ``m2m_100``, ``t5``: :mod:`.hf_families` (base dimensions).
+
+``prepare(model, onnx)`` runs in the parent before any worker starts: it saves the Hugging Face
+directory, converts it for CTranslate2, and with ``onnx`` exports it for ONNX Runtime (returning
+False when no export interpreter is available), so that no worker times a build.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from benchmarks.decoding import small_workload as sw
+from benchmarks.decoding import workload as w
+
+from . import hf_families as hf
+
+#: search name -> (beam size, top-k: 1 is no sampling)
+SEARCHES = dict(sw.MODES)
+
+
+@dataclass(frozen=True)
+class Model:
+    sources: Callable[[int], list]   # batch -> that many sources (id lists)
+    new_tokens: int                  # generated per source, by every engine
+    unit: str                        # of the figures: tokens or words per second
+    per_source: bool = False         # the figure counts sources (words), not tokens
+
+
+MODELS: dict[str, Model] = {
+    "tiny": Model(sw.tiny_sources, sw.TINY_NEW, "tok/s"),
+    "gru": Model(sw.words, sw.GRU_NEW, "words/s", per_source=True),
+    "marian": Model(w.sources, w.NEW_TOKENS, "tok/s"),
+    **{f: Model((lambda f: lambda b: hf.sources(f, b))(f), hf.NEW_TOKENS, "tok/s") for f in hf.FAMILIES},
+}
+
+
+def root(model: str) -> Path | None:
+    """The cache directory holding ``hf/``, ``ct2/`` (and ``onnx/``, ``seqjit_int8/``); None for the GRU,
+    which every process builds from its torch seed."""
+    if model == "tiny":
+        return sw.prepare_tiny()
+    if model == "marian":
+        return w.prepare_marian()
+    if model in hf.FAMILIES:
+        return hf.prepare(model)
+    return None
+
+
+def prepare(model: str, onnx: bool = False, int8: bool = False, ort_python: str | None = None) -> bool:
+    """Build what the workers load; False when the ONNX export was asked for and is not available."""
+    path = root(model)
+    if int8 and path is not None and not (path / "seqjit_int8" / "model.safetensors").exists():
+        import seqjit
+
+        seqjit.quantize(seqjit.convert.from_hf(path / "hf"), "int8").save(path / "seqjit_int8")
+    if onnx and path is not None:
+        from benchmarks.decoding import export_onnx
+
+        return export_onnx.export(path, ort_python) is not None
+    return not onnx
