@@ -131,12 +131,7 @@ def marian_engine(name: str):
                                      bad_words_ids=[[PAD]], forced_eos_token_id=None)
             return out[:, 1:].tolist()
         return run
-    if name in ("onnxruntime", "ort-generate"):  # the optimum export (export_onnx.py), made by the driver
-        import ort_marian
-
-        make = ort_marian.numpy_engine if name == "onnxruntime" else ort_marian.generate_engine
-        return make(root / "onnx", THREADS)
-    raise ValueError(f"unknown Marian engine {name!r}")
+    raise ValueError(f"unknown Marian engine {name!r} (ONNX Runtime: benchmarks/harness/engines.py)")
 
 
 # -- RNN models: PyTorch modules (layouts of tests/models/test_*seq2seq.py) and greedy loops ----------
