@@ -1,5 +1,5 @@
 """Export a benchmark model directory (``root/hf``: the decoding benchmark's Marian, or a family of
-hf_families.py) to ONNX with ``optimum``, as a new ONNX Runtime user would:
+benchmarks/harness/hf_families.py) to ONNX with ``optimum``, as a new ONNX Runtime user would:
 ``text2text-generation-with-past`` (encoder_model.onnx, decoder_model.onnx,
 decoder_with_past_model.onnx in ``root/onnx``), float32. The directories are written by transformers 5;
 optimum's transformers 4.57 reads their config.json and weights as they are (Marian, BART, T5,

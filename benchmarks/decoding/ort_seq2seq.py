@@ -11,7 +11,7 @@ source and reorders the self-attention cache by the chosen beams; every hypothes
 length, so the best one is the highest sum.
 
 ``generate_engine(onnx_dir, threads, rule)``: ``optimum``'s ORTModelForSeq2SeqLM.generate (needs
-optimum-onnx and transformers < 4.58: it runs under the export interpreter, see peers.py).
+optimum-onnx and transformers < 4.58: it runs under the export interpreter, see export_onnx.py).
 
 Both return ``run(sources, beam) -> list of id lists`` (the generated ids, without the start token).
 """

@@ -1,7 +1,6 @@
 """Markdown for the decoding benchmark: throughput tables, engine agreement, seqjit's profile."""
 from __future__ import annotations
 
-import peers
 import workload as w
 
 TARGETS = {1: 1.2, 16: 1.5}  # seqjit / CTranslate2 wanted by the issue
@@ -116,7 +115,7 @@ def floor_section(p) -> list:
             f"GFLOP/s = **{compute_ms:.1f} ms/step** ({16e3 / compute_ms:.0f} tok/s); measured {_step_ms(b16):.2f} ms/step.", ""]
 
 
-def render(benches, profiles, meta, peer_rows=()) -> str:
+def render(benches, profiles, meta) -> str:
     idx = _index(benches)
     lines = ["# Decoding: seqjit vs CTranslate2 vs ONNX Runtime vs transformers (float32)", "",
              f"- Machine: {meta['cpu']}, {meta['cpus']} CPUs ({meta['cores_per_socket']} cores/socket, "
@@ -137,7 +136,8 @@ def render(benches, profiles, meta, peer_rows=()) -> str:
              "saved as HF safetensors; seqjit via `seqjit.convert.from_hf`, CTranslate2 via TransformersConverter (float32) with "
              "a stub tokenizer giving 58101 token names (the Marian loader drops `<pad>`, so CTranslate2 never generates it); "
              "transformers generate with bad_words_ids=[[pad]]; seqjit suppresses pad.",
-             "", *(peers.section(peer_rows) if peer_rows else [])]
+             "- The Marian peers table (ONNX Runtime too, each engine at its better of 1 and 2 threads): "
+             "`python -m benchmarks.harness --workload marian-greedy,marian-beam4` (docs/benchmarks.md).", ""]
     if idx:
         lines += ["## Marian (opus-mt-en-de size)", "", *marian_table(idx), "",
                  "## RNN seq2seq (vocabulary 32000 both sides)", "",

@@ -5,14 +5,10 @@
 Steps: build the cached models (workload.prepare_marian), run test_bench_generate.py once per
 engine (``pytest -k <engine> --benchmark-json``: seqjit, ctranslate2, transformers, torch, and seqjit
 again with OMP_WAIT_POLICY=PASSIVE), run profile_decode.py (seqjit's time per op, overheads, memory
-floor; with and without PASSIVE), run peers.py (Marian greedy and beam 4 against CTranslate2, ONNX
-Runtime and transformers, each at its best of 1 and 2 threads; the ONNX export is made once by
-export_onnx.py under ``--ort-python``, skipped with the reason printed when that is missing), merge
-everything into one markdown report (see report.py). $SEQJIT_BENCH_ROUNDS sets the timed rounds
-(default 10 at batch 1, half at 16); ``--out`` writes elsewhere (for a quick check of the harness).
-The Marian peers table alone::
-
-    python benchmarks/decoding/run.py --engines none --no-profile
+floor; with and without PASSIVE), merge everything into one markdown report (see report.py).
+$SEQJIT_BENCH_ROUNDS sets the timed rounds (default 10 at batch 1, half at 16); ``--out`` writes
+elsewhere. The Marian table against every peer (ONNX Runtime too, best of 1 and 2 threads) is the
+harness's: ``python -m benchmarks.harness --workload marian-greedy,marian-beam4``.
 """
 from __future__ import annotations
 
@@ -30,7 +26,6 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(HERE))
-import peers  # noqa: E402
 import workload as w  # noqa: E402
 from report import render  # noqa: E402
 
@@ -85,8 +80,6 @@ def main(argv=None) -> None:
     p.add_argument("--engines", default=",".join(ENGINES),
                    help=f"comma-separated subset of {', '.join(ENGINES)} for the greedy tables, or none")
     p.add_argument("--no-profile", action="store_true")
-    p.add_argument("--no-peers", action="store_true", help="skip the Marian peers table (peers.py)")
-    p.add_argument("--ort-python", help="interpreter with optimum-onnx for the ONNX export (export_onnx.py)")
     args = p.parse_args(argv)
     start, load0 = time.time(), os.getloadavg()
     print(f"== models: {w.prepare_marian()}", flush=True)
@@ -95,13 +88,11 @@ def main(argv=None) -> None:
         for engine in [] if args.engines == "none" else args.engines.split(","):
             benches += run_engine(engine, Path(tmp))
         profiles = [] if args.no_profile else [run_profile(PASSIVE, 3, "1,16", Path(tmp)), run_profile({}, 1, "1", Path(tmp))]
-    peer_rows = [] if args.no_peers else peers.measure(list(peers.ENGINES), int(os.environ.get("SEQJIT_BENCH_ROUNDS", "5")),
-                                                        args.ort_python)
     meta = dict(machine(), date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
                 command=" ".join(([f"SEQJIT_BENCH_ROUNDS={os.environ['SEQJIT_BENCH_ROUNDS']}"] if "SEQJIT_BENCH_ROUNDS" in os.environ else [])
                                  + [COMMAND] + sys.argv[1:]),
                 minutes=(time.time() - start) / 60, load=(load0, os.getloadavg()))
-    text = render(benches, profiles, meta, peer_rows)
+    text = render(benches, profiles, meta)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)

@@ -1,5 +1,5 @@
 """pytest-benchmark of the small-model decodes (see small_workload.py), one engine and thread
-count per process: ``SEQJIT_SMALL=<model>:<engine>:<threads>[:<mode>]`` (run_small.py sets it; mode:
+count per process: ``SEQJIT_SMALL=<model>:<engine>:<threads>[:<mode>]`` (mode:
 greedy, beam4 or topk10, the tiny model only). Without it, seqjit at 1 thread on both models, greedy.
 
     SEQJIT_SMALL=tiny:ctranslate2:1 python -m pytest benchmarks/decoding/test_bench_small.py --benchmark-enable
