@@ -1,7 +1,7 @@
 # Convenience targets; the README's two Quickstart commands work without make.
 PY ?= python3
 
-.PHONY: install dev test test-all test-toolkits bench demo g2p-train g2p-eval clean
+.PHONY: install dev test test-all test-toolkits bench bench-smoke demo g2p-train g2p-eval clean
 
 install:            ## install seqjit (builds the Cython kernels)
 	$(PY) -m pip install .
@@ -18,8 +18,21 @@ test-all:           ## including the slow, real-size model tests (not the toolki
 test-toolkits:      ## against OpenNMT-py 3.5.1's, JoeyNMT 2.3.0's and Keras' own code, in a cached venv of their own
 	bash .ci/toolkits
 
-bench:              ## every benchmark, peers in the same run
-	$(PY) -m pytest benchmarks --benchmark-enable --benchmark-only -q --benchmark-columns=median,iqr,rounds --benchmark-sort=name
+# what `make bench` runs, and nothing else (docs/benchmarks.md lists the other scripts and kernel labs)
+BENCH_PYTEST ?= benchmarks/test_bench_attention.py benchmarks/test_bench_g2p.py benchmarks/test_bench_linear_int8.py \
+	benchmarks/test_bench_nn_ops.py benchmarks/test_bench_rnn.py benchmarks/decoding/test_bench_generate.py \
+	benchmarks/decoding/test_bench_small.py
+BENCH_WORKLOADS ?= small,marian
+BENCH_OUT ?= build/bench
+
+bench:              ## the pytest-benchmark files of BENCH_PYTEST, then the harness's BENCH_WORKLOADS (tables in BENCH_OUT)
+	@echo "== make bench: pytest-benchmark over $(words $(BENCH_PYTEST)) files: $(BENCH_PYTEST)"
+	$(PY) -m pytest $(BENCH_PYTEST) --benchmark-enable --benchmark-only -q --benchmark-columns=median,iqr,rounds --benchmark-sort=name
+	@echo "== make bench: the harness's workloads $(BENCH_WORKLOADS) -> $(BENCH_OUT)/harness.md, harness.json"
+	$(PY) -m benchmarks.harness --workload $(BENCH_WORKLOADS) --md $(BENCH_OUT)/harness.md --json $(BENCH_OUT)/harness.json
+
+bench-smoke:        ## the harness's smoke mode: the tiny Transformer and the GRU, every engine once, seconds
+	$(PY) -m benchmarks.harness --workload tiny-greedy,gru --smoke
 
 demo:               ## the bundled G2P models side by side
 	$(PY) -m seqjit demo
