@@ -11,6 +11,7 @@ import os
 import shlex
 import sys
 from dataclasses import asdict
+from pathlib import Path
 
 from . import host, models, runner, table
 from .engines import ENGINES, missing
@@ -34,6 +35,12 @@ def parse(argv):
     p.add_argument("--smoke", action="store_true", help="1 round, 1 thread, first batch, 1 call: does it run")
     p.add_argument("--list", action="store_true", help="print the workloads and engines")
     args = p.parse_args(argv)
+    try:
+        args.batches = tuple(int(b) for b in args.batches.split(",")) if args.batches else None
+    except ValueError:
+        p.error(f"--batches {args.batches!r}: comma-separated integers")
+    if min(args.threads) < 1 or args.rounds < 1 or args.min_calls < 1 or args.seconds < 0 or min(args.batches or [1]) < 1:
+        p.error("--threads, --rounds, --min-calls and --batches take positive numbers, --seconds one >= 0")
     if args.smoke:
         args.rounds, args.threads, args.seconds, args.min_calls = 1, [1], 0.0, 1
     if not args.list and not args.workload:
@@ -55,6 +62,9 @@ def main(argv=None) -> int:
     unknown = (keep or set()) - set(ENGINES)
     if unknown:
         raise SystemExit(f"--engines: unknown engine(s) {', '.join(sorted(unknown))}; known: {', '.join(ENGINES)}")
+    old = Path(args.old).resolve() if args.old else None
+    if old is not None and not (old / "src" / "seqjit" / "__init__.py").exists():
+        raise SystemExit(f"--old {args.old}: no src/seqjit/__init__.py there (a seqjit checkout, built in place)")
     ort_python = export_onnx.export_python(args.ort_python)
     info = host.cpu()
     command = "python -m benchmarks.harness " + shlex.join(argv)
@@ -72,10 +82,10 @@ def main(argv=None) -> int:
             skipped.update({e: "no ONNX export (see benchmarks/decoding/export_onnx.py)" for e in engines
                             if ENGINES[e].onnx})
             engines = [e for e in engines if not ENGINES[e].onnx]
-        batches = tuple(int(b) for b in args.batches.split(",")) if args.batches else w.batches
+        batches = args.batches or w.batches
         batches = batches[:1] if args.smoke else batches
         rows = runner.run_workload(w, engines, args.threads, args.rounds, args.seconds, args.min_calls, batches,
-                                   old=args.old and os.path.abspath(args.old), isa=args.isa, export_python=ort_python)
+                                   old=old, isa=args.isa, export_python=ort_python)
         results.append(dict(workload=asdict(w), host=host.describe(info), cpu=info, rounds=args.rounds,
                             seconds=args.seconds, threads=args.threads, isa=args.isa or os.environ.get("SEQJIT_ISA"),
                             batches=list(batches), unit=models.MODELS[w.model].unit, command=command,
