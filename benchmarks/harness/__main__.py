@@ -30,6 +30,7 @@ def parse(argv):
     p.add_argument("--isa", help="SEQJIT_ISA for the workers (avx512, avx2, baseline: seqjit's lower variants)")
     p.add_argument("--old", help="another checkout, built in place, whose seqjit runs as well (engine@old)")
     p.add_argument("--ort-python", help="the export interpreter (default $SEQJIT_ORT_EXPORT_PYTHON, see export_onnx.py)")
+    p.add_argument("--timeout", type=float, default=1200.0, help="seconds a worker may take, model load included")
     p.add_argument("--md", help="write the Markdown tables here too")
     p.add_argument("--json", help="write every worker's row here")
     p.add_argument("--smoke", action="store_true", help="1 round, 1 thread, first batch, 1 call: does it run")
@@ -39,8 +40,9 @@ def parse(argv):
         args.batches = tuple(int(b) for b in args.batches.split(",")) if args.batches else None
     except ValueError:
         p.error(f"--batches {args.batches!r}: comma-separated integers")
-    if min(args.threads) < 1 or args.rounds < 1 or args.min_calls < 1 or args.seconds < 0 or min(args.batches or [1]) < 1:
-        p.error("--threads, --rounds, --min-calls and --batches take positive numbers, --seconds one >= 0")
+    if (min(args.threads) < 1 or args.rounds < 1 or args.min_calls < 1 or min(args.batches or [1]) < 1
+            or args.seconds < 0 or args.timeout <= 0):
+        p.error("--threads, --rounds, --min-calls, --batches and --timeout take positive numbers, --seconds one >= 0")
     if args.smoke:
         args.rounds, args.threads, args.seconds, args.min_calls = 1, [1], 0.0, 1
     if not args.list and not args.workload:
@@ -85,7 +87,8 @@ def main(argv=None) -> int:
         batches = args.batches or w.batches
         batches = batches[:1] if args.smoke else batches
         rows = runner.run_workload(w, engines, args.threads, args.rounds, args.seconds, args.min_calls, batches,
-                                   old=old, isa=args.isa, export_python=ort_python)
+                                   old=old, isa=args.isa, export_python=ort_python,
+                                   timeout=args.timeout)
         results.append(dict(workload=asdict(w), host=host.describe(info), cpu=info, rounds=args.rounds,
                             seconds=args.seconds, threads=args.threads, isa=args.isa or os.environ.get("SEQJIT_ISA"),
                             batches=list(batches), unit=models.MODELS[w.model].unit, command=command,

@@ -60,8 +60,9 @@ def peak_rss_mb() -> float:
     return float("nan")
 
 
-def spawn(spec: dict, python: str, checkout: Path | None = None, isa: str | None = None) -> dict:
-    """One worker; its row, or ``{"error": ...}`` with the end of its stderr."""
+def spawn(spec: dict, python: str, checkout: Path | None = None, isa: str | None = None,
+          timeout: float | None = None) -> dict:
+    """One worker; its row, or ``{"error": ...}`` with the end of its stderr (or the timeout it ran past)."""
     env = dict(os.environ)
     if not spec["engine"].startswith("seqjit"):
         env.pop("OMP_WAIT_POLICY", None)
@@ -69,8 +70,13 @@ def spawn(spec: dict, python: str, checkout: Path | None = None, isa: str | None
         env["SEQJIT_ISA"] = isa
     if checkout is not None:  # another checkout's seqjit (its in-place build)
         env["PYTHONPATH"] = os.pathsep.join([str(checkout / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    done = subprocess.run([python, "-m", "benchmarks.harness.runner", json.dumps(spec)], cwd=ROOT, env=env,
-                          capture_output=True, text=True, check=False)
+    try:
+        done = subprocess.run([python, "-m", "benchmarks.harness.runner", json.dumps(spec)], cwd=ROOT, env=env,
+                              capture_output=True, text=True, check=False, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:g} s (--timeout)"}
+    except OSError as exc:  # no such interpreter (the export one)
+        return {"error": f"cannot start {python}: {exc.strerror}"}
     if done.returncode != 0:
         return {"error": " | ".join(done.stderr.strip().splitlines()[-3:]) or f"exit {done.returncode}"}
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -78,7 +84,7 @@ def spawn(spec: dict, python: str, checkout: Path | None = None, isa: str | None
 
 def run_workload(workload, engines: list, threads: list, rounds: int, seconds: float, min_calls: int,
                  batches: tuple, old: Path | None = None, isa: str | None = None, export_python: str = "",
-                 log=print) -> list:
+                 timeout: float | None = None, log=print) -> list:
     """Every (engine, threads) once per round, in turn; the rows the workers gave (and the failures).
     ``old``: another checkout whose seqjit runs as well, as ``<engine>@old`` (a same-run A/B);
     ``export_python``: the interpreter of the engines that need the ONNX export's."""
@@ -90,7 +96,7 @@ def run_workload(workload, engines: list, threads: list, rounds: int, seconds: f
                 for t in threads:
                     spec = dict(model=workload.model, engine=engine, search=workload.search, threads=t,
                                 batches=list(batches), seconds=seconds, min_calls=min_calls)
-                    row = dict(engine=name, threads=t, round=r, **spawn(spec, python, checkout, isa))
+                    row = dict(engine=name, threads=t, round=r, **spawn(spec, python, checkout, isa, timeout))
                     rows.append(row)
                     log(f"== {workload.name} round {r + 1}/{rounds}: {name} at {t} thread(s): "
                         + (f"failed: {row['error']}" if "error" in row else

@@ -57,7 +57,8 @@ def markdown(result: dict) -> str:
                                    for e in engines if e != ref and (e, batch) in b and r_ids is not None))
         lines.append("| " + " | ".join(cells) + " |")
     rss = {e: max(v["rss"] for k, v in b.items() if k[0] == e) for e in engines}
-    lines += ["", "Peak resident memory per worker: " + ", ".join(f"{label(e)} {v:,.0f} MB" for e, v in rss.items()) + "."]
+    lines += ["", "Peak resident memory per worker: " + ", ".join(f"{label(e)} {v:,.0f} MB" for e, v in rss.items()) + "."
+              ] if rss else [""]
     failed = {(r["engine"], r["threads"]): r["error"] for r in rows if "error" in r}
     lines += [f"- failed: {e} at {t} thread(s): {msg}" for (e, t), msg in failed.items()]
     lines += [f"- skipped: {e}: {why}" for e, why in result["skipped"].items()]

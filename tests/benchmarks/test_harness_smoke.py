@@ -46,6 +46,17 @@ def test_smoke_runs_every_engine_and_writes_both_tables(tmp_path):
     assert "L2 " in md and "L3 " in md and "| batch | seqjit | NumPy loop | seqjit / NumPy loop |" in md
 
 
+def test_a_worker_past_its_timeout_is_a_failed_row_not_a_hang(tmp_path):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")])))
+    done = subprocess.run([sys.executable, "-m", "benchmarks.harness", "--workload", "gru", "--engines", "numpy", "--smoke",
+                           "--timeout", "0.05", "--json", str(tmp_path / "t.json")],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr[-2000:]
+    (result,) = json.loads((tmp_path / "t.json").read_text())
+    assert [r["error"] for r in result["rows"]] == ["timed out after 0.05 s (--timeout)"]
+    assert "- failed: numpy at 1 thread(s): timed out after 0.05 s" in done.stdout
+
+
 def test_best_of_threads_takes_the_better_median_over_rounds():
     table = _harness_table()
 
