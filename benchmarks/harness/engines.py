@@ -7,7 +7,7 @@ Engines: ``seqjit`` (float32) and ``seqjit-int8`` (``seqjit.quantize``), ``ctran
 (the optimum export driven by a NumPy greedy / beam loop, ``benchmarks/decoding/ort_seq2seq.py``),
 ``ort-generate`` (optimum's ``ORTModelForSeq2SeqLM.generate``, under the export interpreter
 ``$SEQJIT_ORT_EXPORT_PYTHON``: optimum-onnx pins an older transformers), ``transformers``
-(``generate``), ``torch`` (a PyTorch greedy loop over the GRU's modules) and ``numpy`` (a plain NumPy
+(``generate``), ``torch`` (a PyTorch greedy loop over the RNN models' modules) and ``numpy`` (a plain NumPy
 loop over the GRU's weights). Thread counts: seqjit.set_num_threads, CTranslate2 intra_threads (inter
 1), ONNX Runtime intra_op_num_threads (inter 1), torch.set_num_threads, threadpoolctl for NumPy.
 """
@@ -75,6 +75,10 @@ def build(name: str, model: str, search: str, threads: int):
         from benchmarks.decoding import small_workload as sw
 
         return sw.tiny_engine(name, threads, search) if model == "tiny" else sw.gru_engine(name, threads)
+    if model.startswith("rnn-"):
+        from benchmarks.decoding import workload as w
+
+        return w.rnn_engine(name, model[4:])
     root = models.root(model)
     if name in ("seqjit-int8", "ctranslate2-int8"):
         if beam != 1 or model != "marian":

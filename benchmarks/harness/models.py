@@ -4,6 +4,9 @@ its tokens per source and the unit of its figures.
 - ``tiny``, ``gru``: ``benchmarks/decoding/small_workload.py`` (a tiny Marian-config Transformer; a
   G2P-sized GRU seq2seq, whose sources are words, figures in words/s).
 - ``marian``: ``benchmarks/decoding/workload.py`` (opus-mt-en-de size, 20-token sources, 20 new tokens).
+- ``rnn-gru``, ``rnn-bahdanau``: the same module's RNN models (a GRU 2 x 512 encoder-decoder; the
+  PyTorch tutorial's Bahdanau attention decoder, hidden 512; vocabulary 32000), built from a torch
+  seed in every process.
 - ``bart``, ``m2m_100``, ``t5``: :mod:`.hf_families` (base dimensions).
 
 ``prepare(model, onnx)`` runs in the parent before any worker starts: it saves the Hugging Face
@@ -37,13 +40,15 @@ MODELS: dict[str, Model] = {
     "tiny": Model(sw.tiny_sources, sw.TINY_NEW, "tok/s"),
     "gru": Model(sw.words, sw.GRU_NEW, "words/s", per_source=True),
     "marian": Model(w.sources, w.NEW_TOKENS, "tok/s"),
+    **{f"rnn-{k}": Model(lambda b: w.sources(b, vocab=w.RNN_VOCAB, eos=w.RNN_EOS), w.NEW_TOKENS, "tok/s")
+       for k in ("gru", "bahdanau")},
     **{f: Model((lambda f: lambda b: hf.sources(f, b))(f), hf.NEW_TOKENS, "tok/s") for f in hf.FAMILIES},
 }
 
 
 def root(model: str) -> Path | None:
-    """The cache directory holding ``hf/``, ``ct2/`` (and ``onnx/``, ``seqjit_int8/``); None for the GRU,
-    which every process builds from its torch seed."""
+    """The cache directory holding ``hf/``, ``ct2/`` (and ``onnx/``, ``seqjit_int8/``); None for the RNN
+    models, which every process builds from its torch seed."""
     if model == "tiny":
         return sw.prepare_tiny()
     if model == "marian":

@@ -31,6 +31,10 @@ _W = [
              "tiny Transformer, top-k 10 sampling (seeded: the engines' ids differ by design)"),
     Workload("gru", "gru", ("seqjit", "numpy", "torch"), (1, 1024), "greedy", "torch",
              "G2P-sized GRU seq2seq (embedding and hidden 256, vocabularies 29 and 74), 8 new tokens; words/s"),
+    Workload("rnn-gru", "rnn-gru", ("seqjit", "torch"), (1, 16), "greedy", "torch",
+             "GRU 2 x 512 encoder-decoder, vocabulary 32000, 20-token sources, 20 new tokens"),
+    Workload("rnn-bahdanau", "rnn-bahdanau", ("seqjit", "torch"), (1, 16), "greedy", "torch",
+             "the PyTorch tutorial's Bahdanau attention decoder (GRU, hidden 512), vocabulary 32000, 20 new tokens"),
     Workload("marian-greedy", "marian", TRANSFORMER_PEERS, (1, 16), "greedy", "transformers",
              "Marian at opus-mt-en-de size (seeded random weights), 20-token sources, 20 new tokens"),
     Workload("marian-beam4", "marian", TRANSFORMER_PEERS, (1, 16), "beam4", "transformers",
@@ -52,6 +56,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
     "host-matrix": (("tiny-greedy", "tiny-beam4", "tiny-topk10", "marian-greedy", "marian-beam4", "marian-int8", "gru"),
                     ("seqjit", "seqjit-int8", "ctranslate2", "ctranslate2-int8", "numpy")),
     "small": (("tiny-greedy", "tiny-beam4", "tiny-topk10", "gru"), None),
+    "rnn": (("rnn-gru", "rnn-bahdanau"), None),
     "marian": (("marian-greedy", "marian-beam4", "marian-int8"), None),
     "hf-families": (tuple(w.name for w in _W if w.model in ("bart", "m2m_100", "t5")), None),
 }
