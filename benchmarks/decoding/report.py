@@ -115,7 +115,7 @@ def floor_section(p) -> list:
             f"GFLOP/s = **{compute_ms:.1f} ms/step** ({16e3 / compute_ms:.0f} tok/s); measured {_step_ms(b16):.2f} ms/step.", ""]
 
 
-def render(benches, profiles, meta) -> str:
+def render(benches, profiles, meta, peers: str = "") -> str:
     idx = _index(benches)
     lines = ["# Decoding: seqjit vs CTranslate2 vs ONNX Runtime vs transformers (float32)", "",
              f"- Machine: {meta['cpu']}, {meta['cpus']} CPUs ({meta['cores_per_socket']} cores/socket, "
@@ -136,8 +136,7 @@ def render(benches, profiles, meta) -> str:
              "saved as HF safetensors; seqjit via `seqjit.convert.from_hf`, CTranslate2 via TransformersConverter (float32) with "
              "a stub tokenizer giving 58101 token names (the Marian loader drops `<pad>`, so CTranslate2 never generates it); "
              "transformers generate with bad_words_ids=[[pad]]; seqjit suppresses pad.",
-             "- The Marian peers table (ONNX Runtime too, each engine at its better of 1 and 2 threads): "
-             "`python -m benchmarks.harness --workload marian-greedy,marian-beam4` (docs/benchmarks.md).", ""]
+             "", *(["## Marian against every peer (the harness: docs/benchmarks.md)", "", peers] if peers else [])]
     if idx:
         lines += ["## Marian (opus-mt-en-de size)", "", *marian_table(idx), "",
                  "## RNN seq2seq (vocabulary 32000 both sides)", "",

@@ -5,10 +5,12 @@
 Steps: build the cached models (workload.prepare_marian), run test_bench_generate.py once per
 engine (``pytest -k <engine> --benchmark-json``: seqjit, ctranslate2, transformers, torch, and seqjit
 again with OMP_WAIT_POLICY=PASSIVE), run profile_decode.py (seqjit's time per op, overheads, memory
-floor; with and without PASSIVE), merge everything into one markdown report (see report.py).
-$SEQJIT_BENCH_ROUNDS sets the timed rounds (default 10 at batch 1, half at 16); ``--out`` writes
-elsewhere. The Marian table against every peer (ONNX Runtime too, best of 1 and 2 threads) is the
-harness's: ``python -m benchmarks.harness --workload marian-greedy,marian-beam4``.
+floor; with and without PASSIVE), run the harness's Marian workloads (greedy and beam 4 against
+CTranslate2, ONNX Runtime and transformers, each at its better of 1 and 2 threads:
+``python -m benchmarks.harness --workload marian-greedy,marian-beam4``; the ONNX export under
+``--ort-python``, skipped with the reason printed when that is missing), merge everything into one
+markdown report (see report.py). $SEQJIT_BENCH_ROUNDS sets the timed rounds (default 10 at batch 1,
+half at 16); ``--out`` writes elsewhere.
 """
 from __future__ import annotations
 
@@ -58,6 +60,19 @@ def run_profile(env: dict, reps: int, batches: str, tmp: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def run_peers(ort_python: str | None, tmp: Path) -> str:
+    """The harness's Marian tables (its Markdown), or "" with the failure printed."""
+    out = tmp / "peers.md"
+    cmd = [sys.executable, "-m", "benchmarks.harness", "--workload", "marian-greedy,marian-beam4", "--md", str(out),
+           "--rounds", os.environ.get("SEQJIT_BENCH_ROUNDS", "2")] + (["--ort-python", ort_python] if ort_python else [])
+    print(f"== {' '.join(cmd[1:])}", flush=True)
+    done = subprocess.run(cmd, cwd=ROOT, check=False)
+    if not out.exists():
+        print(f"== the harness's Marian tables failed (exit {done.returncode})", flush=True)
+        return ""
+    return out.read_text()
+
+
 def _version(package: str) -> str:
     try:
         return metadata.version(package)
@@ -80,6 +95,8 @@ def main(argv=None) -> None:
     p.add_argument("--engines", default=",".join(ENGINES),
                    help=f"comma-separated subset of {', '.join(ENGINES)} for the greedy tables, or none")
     p.add_argument("--no-profile", action="store_true")
+    p.add_argument("--no-peers", action="store_true", help="skip the harness's Marian peers tables")
+    p.add_argument("--ort-python", help="interpreter with optimum-onnx for the ONNX export (export_onnx.py)")
     args = p.parse_args(argv)
     start, load0 = time.time(), os.getloadavg()
     print(f"== models: {w.prepare_marian()}", flush=True)
@@ -88,11 +105,12 @@ def main(argv=None) -> None:
         for engine in [] if args.engines == "none" else args.engines.split(","):
             benches += run_engine(engine, Path(tmp))
         profiles = [] if args.no_profile else [run_profile(PASSIVE, 3, "1,16", Path(tmp)), run_profile({}, 1, "1", Path(tmp))]
+        peers = "" if args.no_peers else run_peers(args.ort_python, Path(tmp))
     meta = dict(machine(), date=datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
                 command=" ".join(([f"SEQJIT_BENCH_ROUNDS={os.environ['SEQJIT_BENCH_ROUNDS']}"] if "SEQJIT_BENCH_ROUNDS" in os.environ else [])
                                  + [COMMAND] + sys.argv[1:]),
                 minutes=(time.time() - start) / 60, load=(load0, os.getloadavg()))
-    text = render(benches, profiles, meta)
+    text = render(benches, profiles, meta, peers)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text)
     print(text)
