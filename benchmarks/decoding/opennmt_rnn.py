@@ -43,6 +43,7 @@ def build(vocab: int):
     parser = ArgumentParser()
     opts.model_opts(parser)
     opts._add_train_general_opts(parser)
+    opts.distributed_opts(parser)  # 3.5: the encoder reads parallel_mode
     opt = parser.parse_known_args(["-encoder_type", "brnn", "-decoder_type", "rnn", "-rnn_type", "LSTM", "-layers", "2",
                                    "-hidden_size", "500", "-word_vec_size", "500"])[0]
     ArgumentParser.update_model_opts(opt)
@@ -51,8 +52,13 @@ def build(vocab: int):
     vocabs = {side: pyonmttok.build_vocab_from_tokens(specials + [f"{side}{i}" for i in range(vocab)])
               for side in ("src", "tgt")}
     vocabs["data_task"] = "seq2seq"
+    vocabs["decoder_start_token"] = "<s>"  # 3.5's Translator starts the target with it
     torch.manual_seed(0)
-    return build_base_model(opt, vocabs, gpu=False).eval(), vars(opt), vocabs
+    model = build_base_model(opt, vocabs)  # OpenNMT-py 3.5: no gpu argument
+    with torch.no_grad():  # as its build_model draws them: the builder leaves some uninitialised (skip_init)
+        for p in model.parameters():
+            p.uniform_(-opt.param_init, opt.param_init)
+    return model.eval(), vars(opt), vocabs
 
 
 def main() -> None:
