@@ -79,6 +79,11 @@ def main(argv=None) -> int:
         if not engines:
             print(f"== {w.name}: no engine left to run", flush=True)
             continue
+        python = models.toolkits_python() if models.MODELS[w.model].toolkits else sys.executable
+        if not os.path.exists(python):
+            print(f"== {w.name}: skipped: no toolkit interpreter at {python} (make test-toolkits builds it; "
+                  "or set $SEQJIT_TOOLKITS_PYTHON)", flush=True)
+            continue
         onnx = any(ENGINES[e].onnx for e in engines)
         if not models.prepare(w.model, onnx=onnx, int8="seqjit-int8" in engines, ort_python=ort_python):
             skipped.update({e: "no ONNX export (see benchmarks/decoding/export_onnx.py)" for e in engines
@@ -87,7 +92,7 @@ def main(argv=None) -> int:
         batches = args.batches or w.batches
         batches = batches[:1] if args.smoke else batches
         rows = runner.run_workload(w, engines, args.threads, args.rounds, args.seconds, args.min_calls, batches,
-                                   old=old, isa=args.isa, export_python=ort_python,
+                                   old=old, isa=args.isa, export_python=ort_python, python=python,
                                    timeout=args.timeout)
         results.append(dict(workload=asdict(w), host=host.describe(info), cpu=info, rounds=args.rounds,
                             seconds=args.seconds, threads=args.threads, isa=args.isa or os.environ.get("SEQJIT_ISA"),

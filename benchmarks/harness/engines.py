@@ -7,8 +7,8 @@ Engines: ``seqjit`` (float32) and ``seqjit-int8`` (``seqjit.quantize``), ``ctran
 (the optimum export driven by a NumPy greedy / beam loop, ``benchmarks/decoding/ort_seq2seq.py``),
 ``ort-generate`` (optimum's ``ORTModelForSeq2SeqLM.generate``, under the export interpreter
 ``$SEQJIT_ORT_EXPORT_PYTHON``: optimum-onnx pins an older transformers), ``transformers``
-(``generate``), ``torch`` (a PyTorch greedy loop over the RNN models' modules) and ``numpy`` (a plain NumPy
-loop over the GRU's weights). Thread counts: seqjit.set_num_threads, CTranslate2 intra_threads (inter
+(``generate``), ``torch`` (a PyTorch greedy loop over the RNN models' modules), ``numpy`` (a plain NumPy
+loop over the GRU's weights) and ``opennmt`` (OpenNMT-py's own ``Translator``, greedy). Thread counts: seqjit.set_num_threads, CTranslate2 intra_threads (inter
 1), ONNX Runtime intra_op_num_threads (inter 1), torch.set_num_threads, threadpoolctl for NumPy.
 """
 from __future__ import annotations
@@ -23,6 +23,7 @@ class Engine:
     needs: str                 # the module that must be importable (in the engine's interpreter)
     onnx: bool = False         # needs the optimum export of the model
     export_python: bool = False  # runs under the export interpreter
+    toolkit: bool = False      # installed in the toolkit interpreter only (models.toolkits_python)
 
 
 ENGINES: dict[str, Engine] = {
@@ -35,14 +36,15 @@ ENGINES: dict[str, Engine] = {
     "transformers": Engine("transformers", "transformers"),
     "torch": Engine("PyTorch loop", "torch"),
     "numpy": Engine("NumPy loop", "numpy"),
+    "opennmt": Engine("OpenNMT-py translate", "onmt", toolkit=True),
 }
 
 
 def missing(name: str) -> str | None:
-    """Why an engine cannot run in this interpreter (None: it can; export-interpreter engines are
-    checked by the export itself)."""
+    """Why an engine cannot run in this interpreter (None: it can; the export and toolkit engines are
+    checked by the export and by their interpreter's existence)."""
     e = ENGINES[name]
-    if e.export_python or importlib.util.find_spec(e.needs) is not None:
+    if e.export_python or e.toolkit or importlib.util.find_spec(e.needs) is not None:
         return None
     return f"{e.needs} is not installed"
 
@@ -52,7 +54,7 @@ def set_threads(name: str, threads: int) -> None:
         import seqjit  # first: it sets OMP_WAIT_POLICY=PASSIVE before torch loads the OpenMP runtime
 
         seqjit.set_num_threads(threads)
-    if name in ("transformers", "torch", "ort-generate"):
+    if name in ("transformers", "torch", "ort-generate", "opennmt"):
         import torch
 
         torch.set_num_threads(threads)
@@ -75,6 +77,8 @@ def build(name: str, model: str, search: str, threads: int):
         from benchmarks.decoding import small_workload as sw
 
         return sw.tiny_engine(name, threads, search) if model == "tiny" else sw.gru_engine(name, threads)
+    if model == "opennmt-rnn":
+        return _opennmt(name)
     if model.startswith("rnn-"):
         from benchmarks.decoding import workload as w
 
@@ -128,3 +132,38 @@ def _int8(name: str, root, threads: int):
                                 inter_threads=1)
     return lambda srcs: [w.token_ids(r.hypotheses[0]) for r in tr.translate_batch(
         [w.token_names(s) for s in srcs], max_batch_size=len(srcs), min_decoding_length=n, max_decoding_length=n)]
+
+
+def _opennmt(name: str):
+    """OpenNMT-py's default RNN, seeded: its own Translator, or seqjit.convert.from_opennmt of its weights."""
+    import io
+    import warnings
+
+    from benchmarks.decoding import opennmt_rnn
+
+    from .models import ONMT_NEW, ONMT_VOCAB
+
+    warnings.filterwarnings("ignore")
+    onmt_model, opt, vocabs = opennmt_rnn.build(ONMT_VOCAB)
+    if name == "seqjit":
+        from seqjit.convert import from_opennmt
+
+        model = from_opennmt(onmt_model.state_dict(), opt)
+        return lambda srcs: [r.ids[0] for r in model.generate(srcs, max_length=ONMT_NEW, min_length=ONMT_NEW,
+                                                               max_batch_size=len(srcs))]
+    if name != "opennmt":
+        raise SystemExit(f"engine {name!r} is not declared for OpenNMT-py's RNN")
+    import torch
+    from onmt.translate import GNMTGlobalScorer
+    from onmt.translate.translator import Translator
+
+    scorer = GNMTGlobalScorer(alpha=0.0, beta=0.0, length_penalty="none", coverage_penalty="none")
+    tr = Translator(onmt_model, vocabs, gpu=-1, beam_size=1, max_length=ONMT_NEW, min_length=ONMT_NEW,
+                    global_scorer=scorer, report_score=False, out_file=io.StringIO(), n_best=1)
+
+    def run(srcs):
+        ids = torch.tensor(srcs)
+        batch = {"src": ids.unsqueeze(-1), "srclen": torch.full((len(srcs),), ids.shape[1]),
+                 "indices": torch.arange(len(srcs))}
+        return [[int(t) for t in p[0]] for p in tr.translate_batch(batch, attn_debug=False)["predictions"]]
+    return run

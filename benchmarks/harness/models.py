@@ -8,6 +8,10 @@ its tokens per source and the unit of its figures.
   PyTorch tutorial's Bahdanau attention decoder, hidden 512; vocabulary 32000), built from a torch
   seed in every process.
 - ``bart``, ``m2m_100``, ``t5``: :mod:`.hf_families` (base dimensions).
+- ``opennmt-rnn``: OpenNMT-py's default RNN (brnn LSTM 2 x 500, input feeding, general attention,
+  vocabularies of 8000) with random weights from its own ``build_base_model``
+  (``benchmarks/decoding/opennmt_rnn.py``); its workers run under the toolkit interpreter
+  (``$SEQJIT_TOOLKITS_PYTHON``, default the venv of ``.ci/toolkits``), where OpenNMT-py is installed.
 
 ``prepare(model, onnx)`` runs in the parent before any worker starts: it saves the Hugging Face
 directory, converts it for CTranslate2, and with ``onnx`` exports it for ONNX Runtime (returning
@@ -15,9 +19,12 @@ False when no export interpreter is available), so that no worker times a build.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
+
+import numpy as np
 
 from benchmarks.decoding import small_workload as sw
 from benchmarks.decoding import workload as w
@@ -34,6 +41,21 @@ class Model:
     new_tokens: int                  # generated per source, by every engine
     unit: str                        # of the figures: tokens or words per second
     per_source: bool = False         # the figure counts sources (words), not tokens
+    toolkits: bool = False           # every worker runs under the toolkit interpreter (toolkits_python)
+
+
+#: OpenNMT-py's model: source length, new tokens, vocabulary (both sides; 4 specials first)
+ONMT_SRC, ONMT_NEW, ONMT_VOCAB = 20, 30, 8000
+
+
+def onmt_sources(batch: int, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    return rng.integers(4, ONMT_VOCAB, (batch, ONMT_SRC)).tolist()
+
+
+def toolkits_python() -> str:
+    default = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "seqjit-ci" / "toolkits-venv" / "bin" / "python"
+    return os.environ.get("SEQJIT_TOOLKITS_PYTHON", str(default))
 
 
 MODELS: dict[str, Model] = {
@@ -43,6 +65,7 @@ MODELS: dict[str, Model] = {
     **{f"rnn-{k}": Model(lambda b: w.sources(b, vocab=w.RNN_VOCAB, eos=w.RNN_EOS), w.NEW_TOKENS, "tok/s")
        for k in ("gru", "bahdanau")},
     **{f: Model((lambda f: lambda b: hf.sources(f, b))(f), hf.NEW_TOKENS, "tok/s") for f in hf.FAMILIES},
+    "opennmt-rnn": Model(onmt_sources, ONMT_NEW, "tok/s", toolkits=True),
 }
 
 

@@ -84,19 +84,19 @@ def spawn(spec: dict, python: str, checkout: Path | None = None, isa: str | None
 
 def run_workload(workload, engines: list, threads: list, rounds: int, seconds: float, min_calls: int,
                  batches: tuple, old: Path | None = None, isa: str | None = None, export_python: str = "",
-                 timeout: float | None = None, log=print) -> list:
+                 timeout: float | None = None, python: str = sys.executable, log=print) -> list:
     """Every (engine, threads) once per round, in turn; the rows the workers gave (and the failures).
     ``old``: another checkout whose seqjit runs as well, as ``<engine>@old`` (a same-run A/B);
-    ``export_python``: the interpreter of the engines that need the ONNX export's."""
+    ``python``: the workers' interpreter; ``export_python``: that of the engines needing the ONNX export's."""
     rows = []
     for r in range(rounds):
         for engine in engines:
-            python = export_python if ENGINES[engine].export_python else sys.executable
+            py = export_python if ENGINES[engine].export_python else python
             for name, checkout in [(engine, None)] + ([(f"{engine}@old", old)] if old and engine.startswith("seqjit") else []):
                 for t in threads:
                     spec = dict(model=workload.model, engine=engine, search=workload.search, threads=t,
                                 batches=list(batches), seconds=seconds, min_calls=min_calls)
-                    row = dict(engine=name, threads=t, round=r, **spawn(spec, python, checkout, isa, timeout))
+                    row = dict(engine=name, threads=t, round=r, **spawn(spec, py, checkout, isa, timeout))
                     rows.append(row)
                     log(f"== {workload.name} round {r + 1}/{rounds}: {name} at {t} thread(s): "
                         + (f"failed: {row['error']}" if "error" in row else

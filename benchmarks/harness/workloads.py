@@ -35,6 +35,9 @@ _W = [
              "GRU 2 x 512 encoder-decoder, vocabulary 32000, 20-token sources, 20 new tokens"),
     Workload("rnn-bahdanau", "rnn-bahdanau", ("seqjit", "torch"), (1, 16), "greedy", "torch",
              "the PyTorch tutorial's Bahdanau attention decoder (GRU, hidden 512), vocabulary 32000, 20 new tokens"),
+    Workload("opennmt-rnn", "opennmt-rnn", ("seqjit", "opennmt"), (1, 32), "greedy", "opennmt",
+             "OpenNMT-py's default RNN (brnn LSTM 2 x 500, input feeding, general attention, vocabularies 8000), "
+             "20-token sources, 30 new tokens; the toolkit interpreter"),
     Workload("marian-greedy", "marian", TRANSFORMER_PEERS, (1, 16), "greedy", "transformers",
              "Marian at opus-mt-en-de size (seeded random weights), 20-token sources, 20 new tokens"),
     Workload("marian-beam4", "marian", TRANSFORMER_PEERS, (1, 16), "beam4", "transformers",
