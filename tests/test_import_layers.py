@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("convert", ("seqjit.convert",)),
     ("facade", ("seqjit",)),
     ("text", ("seqjit.text",)),
-    ("applications", ("seqjit.g2p", "seqjit.attention_demo")),
+    ("applications", ("seqjit.g2p", "seqjit.demos")),
     ("integrations", ("seqjit.integrations",)),
     ("CLI", ("seqjit.commands", "seqjit.cli", "seqjit.__main__")),
 )
