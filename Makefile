@@ -37,7 +37,7 @@ bench-smoke:        ## the harness's smoke mode: the tiny Transformer and the GR
 demo:               ## the bundled G2P models side by side
 	$(PY) -m seqjit demo
 
-g2p-train:          ## retrain the three G2P models from scratch (stage 1; README: the continuation; train extra)
+g2p-train:          ## retrain the three G2P models from scratch (stage 1; benchmarks/RESULTS.md: the later stages; train extra)
 	$(PY) benchmarks/g2p/training/train.py
 
 g2p-eval:           ## test-set PER/WER and WER by word length (table + PNG in benchmarks/results/)

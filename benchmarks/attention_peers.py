@@ -1,4 +1,4 @@
-"""Peer attention engines for :func:`seqjit.attention_demo.run_engine` (``"attention_peers:torch_sdpa"``):
+"""Peer attention engines for :func:`seqjit.demos.attention_kernel.run_engine` (``"attention_peers:torch_sdpa"``):
 they live here, outside the package, because the installed seqjit never imports torch."""
 import os
 

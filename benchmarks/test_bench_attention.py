@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 import seqjit
 from seqjit import kernels
-from seqjit.attention_demo import run_engine
+from seqjit.demos.attention_kernel import run_engine
 
 THREADS = 2
 ENGINES = ["numba", "cython", "torch"]

@@ -24,8 +24,9 @@ def aligned_empty(shape, dtype) -> np.ndarray:
 
 def aligned(a: np.ndarray) -> np.ndarray:
     """``a`` (C-contiguous) when it starts on an ALIGN-byte boundary, else an aligned copy. Weights
-    go through it: a decode step streams them with 64-byte loads, and split lines cost ~20% of a
-    tiny Transformer's step on Zen 5 (11.9 vs 14.8 us for its 13 matrices, 16-byte offset)."""
+    go through it: a decode step streams them with 64-byte loads, and a load split over two cache
+    lines costs a second one (the figure: benchmarks/RESULTS.md, "Figures moved out of docstrings
+    (issue 40)")."""
     if a.ctypes.data % ALIGN == 0 or a.nbytes == 0:
         return a
     out = aligned_empty(a.shape, a.dtype)

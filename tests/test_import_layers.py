@@ -10,10 +10,10 @@ folder's package plus its file name (``seqjit.kernels.linear._native.pxi``).
 Importing ``seqjit.a.b.c`` also runs the packages ``seqjit.a`` and ``seqjit.a.b``, so those count as
 imported too (except a module's own enclosing packages, which Python has already started).
 
-Layers, bottom up (issue #22 and the README's developer section)::
+Layers, bottom up (issue #22; docs/development.md)::
 
     errors/runtime (and kernels/_runtime: the team-of-two header) -> kernels -> graph -> models
-      -> decoding -> devices (gpu) -> convert -> the seqjit facade -> text -> applications (g2p) -> integrations (ray) -> CLI
+      -> decoding -> devices (gpu) -> convert -> the seqjit facade -> text -> applications (g2p, demos) -> integrations (ray) -> CLI
 
 A module may import its own layer or any layer below. The root package ``seqjit/__init__.py`` is a facade
 that resolves ``seqjit.load`` and friends lazily by name; it sits above convert, whose functions it
@@ -52,7 +52,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("convert", ("seqjit.convert",)),
     ("facade", ("seqjit",)),
     ("text", ("seqjit.text",)),
-    ("applications", ("seqjit.g2p", "seqjit.attention_demo")),
+    ("applications", ("seqjit.g2p", "seqjit.demos")),
     ("integrations", ("seqjit.integrations",)),
     ("CLI", ("seqjit.commands", "seqjit.cli", "seqjit.__main__")),
 )

@@ -3,7 +3,7 @@ on G2P): the CMUdict test split, greedy decoding with seqjit.
 
     python benchmarks/g2p/wer_by_length.py        # writes benchmarks/results/g2p_wer_by_length.{md,png}
 
-Also stores each model's test-set counts in its g2p.json ("evaluation"), which the README quotes and
+Also stores each model's test-set counts in its g2p.json ("evaluation"), which docs/g2p.md quotes and
 a slow test (tests/g2p/test_bundled_models.py) recomputes.
 """
 from __future__ import annotations

@@ -312,9 +312,8 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
     bq, bk = tile_sizes(Lq, Lk, D, Dv)  # see _blas.py
     if B * H * Lq * Lk * (D + Dv) < SERIAL_MACS:
         # e.g. a decode step's attention (one query, up to a few hundred keys): waking the other
-        # threads and limiting BLAS cost more than they save (measured on 2 cores: B=1, Lk=20
-        # 106 -> 14 us; serial still wins at 1M multiply-adds, 112 vs 124 us); tile GEMMs this
-        # small stay single-threaded in BLAS
+        # threads and limiting BLAS cost more than they save (below SERIAL_MACS, measured); tile
+        # GEMMs this small stay single-threaded in BLAS
         _run(p.q, p.k, p.v, p.lengths, p.causal, p.scale, p.out, p.weights, bq, bk, 1)
         return p.result()
     with single_threaded_blas():

@@ -31,11 +31,9 @@ PARALLEL_MIN_MACS = 1 << 22
 #: the panel path: both weight matrices packed into 32-unit panels (about two passes over them), then an
 #: outer-product GEMM kernel per step. Batch 1 is memory bound (each weight is used once per step) and
 #: keeps the dot-product kernel, whose zig-zag order reuses W_hh from L2 and which packs nothing; short
-#: calls (cells, a few steps) keep it too, since packing costs about as much as one pass of the GEMM.
-#: Measured on the 2-core Zen 4 (T = 100, I = H = 512, 1 thread, min of 7; the machine was loaded):
-#: GRU batch 1 dot 8.1-8.3 ms vs panel 9.6-10.2; batch 2 panel 10.7-12.4 vs dot 11.5-12.9; batch 4
-#: panel 14.1-14.9 vs dot 17.0-18.3; batch 8 panel 25.2-25.6 vs dot 30.8-33.8 (LSTM alike): the gain
-#: per row-step (~7-10 us) pays for the packing (~1 ms) after ~100-150 row-steps.
+#: calls (cells, a few steps) keep it too, since packing costs about as much as one pass of the GEMM:
+#: the thresholds are where the gain per row-step pays for the packing (the measurements:
+#: benchmarks/RESULTS.md, "Figures moved out of docstrings (issue 40)").
 PANEL_MIN_ROWS = 2
 PANEL_MIN_ROW_STEPS = 256
 

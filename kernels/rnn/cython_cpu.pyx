@@ -305,8 +305,7 @@ cdef extern from *:
             const float *src = w + (g * H + u * SJ_NR) * K;
             float *dst = wp + p * K * SJ_NR;
             /* 16 k at a time: the 2 KB of the panel being written stays in L1 while the 32 source rows
-               are read once each (a whole-K pass per column rewrote each line 32 times from L2: a
-               2048 x 512 matrix in cache took 0.71 ms that way, 0.37 ms this way, on Zen 4) */
+               are read once each (a whole-K pass per column rewrote each line 32 times from L2) */
             for (long k0 = 0; k0 < K; k0 += 16) {
                 long k1 = k0 + 16 < K ? k0 + 16 : K;
                 for (long c = 0; c < SJ_NR; c++)
@@ -318,10 +317,9 @@ cdef extern from *:
     /* A split-phase barrier: a thread signals when its units of the step's state are written, may do
        work that does not need the other threads' units (the panel path: the next step's input
        projection), and only then waits for all signals of the step. The counter counts signals over
-       the whole call. A waiter spins with pause for ~70 us (a step is 10-600 us; waking a sleeping
-       thread costs about as much), then yields the core between checks. With a CPU hog on one of
-       the 2 cores this was as fast as the OpenMP barrier (LSTM T=100 batch 1: 14 ms; batch 32:
-       124-148 ms), where sleeping 20 us between checks made batch 1 2x slower. */
+       the whole call. A waiter spins with pause for a while (about what waking a sleeping thread
+       costs, short of a step), then yields the core between checks: with another process busy on a
+       core this keeps up with the OpenMP barrier, where sleeping between checks did not. */
     #if defined(__GNUC__) || defined(__clang__)
     #include <sched.h>
     static inline void sj_signal(int64_t *ctr) { __atomic_add_fetch(ctr, 1, __ATOMIC_ACQ_REL); }

@@ -17,8 +17,8 @@ from __future__ import annotations
 import importlib
 import os
 
-# OpenMP worker threads that spin after a parallel region steal the cores BLAS threads need next:
-# on 2 cores that made a decoder step 10-40x slower. Sleeping workers cost microseconds to wake.
+# OpenMP worker threads that spin after a parallel region steal the cores BLAS threads need next
+# (a decoder step many times slower on 2 cores); sleeping workers cost microseconds to wake.
 # Set before any OpenMP runtime loads; a value the user set wins.
 #: True when the OMP_WAIT_POLICY in os.environ is seqjit's (children that run other OpenMP programs,
 #: e.g. a PyTorch peer in a benchmark, should not inherit it)

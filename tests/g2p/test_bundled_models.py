@@ -93,7 +93,7 @@ def test_models_are_trained(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", BUNDLED)
 def test_recorded_test_error_rates_reproduce(name):
-    """The README's figures (stored in g2p.json by the evaluation) come back exactly."""
+    """The figures of docs/g2p.md (stored in g2p.json by the evaluation) come back exactly."""
     from seqjit.g2p.evaluate import evaluate
 
     g2p = G2P(name)

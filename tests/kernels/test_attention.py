@@ -384,7 +384,7 @@ def test_registry_lists_attention_backends():
 
 def test_demo_runs_and_agrees(capsys):
     """``python -m seqjit demo --kernel`` on a small input: both engines run in their own processes and agree."""
-    from seqjit.attention_demo import naive_attention, run_attention_demo
+    from seqjit.demos.attention_kernel import naive_attention, run_attention_demo
 
     q, k, v = _inputs(1, 2, 6, 6, 4, 4, np.float64)
     np.testing.assert_allclose(naive_attention(q, k, v, causal=True), ref.attention(q, k, v, causal=True), rtol=1e-12)

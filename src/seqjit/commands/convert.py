@@ -1,6 +1,7 @@
 """``seqjit convert SRC OUT``: write a seqjit model directory from another format.
 
-- SRC a Hugging Face MarianMT directory (``config.json`` with ``model_type`` + ``model.safetensors``):
+- SRC a Hugging Face directory (``config.json`` with ``model_type`` + ``model.safetensors``; the families of
+  :data:`seqjit.convert.FROM_HF`):
   :func:`seqjit.from_hf`; its tokenizer files (``source.spm``, ``target.spm``, ``vocab.json``,
   ``target_vocab.json``, ``tokenizer_config.json``, ``tokenizer.json``) are copied too, so ``seqjit translate`` reads text.
   Like ``config.json`` they are read as model files are (:mod:`seqjit.models.files`: regular files
@@ -40,10 +41,12 @@ def register(subparsers) -> None:
     from seqjit.convert import FROM_TORCH
 
     p = subparsers.add_parser(
-        "convert", help="convert a Hugging Face MarianMT directory or a PyTorch state dict (.safetensors) to a seqjit model",
+        "convert", help="convert a Hugging Face directory, a toolkit checkpoint, a Keras file or a PyTorch state dict (.safetensors) "
+             "to a seqjit model",
         description="Write a seqjit model directory (config.json + model.safetensors) to OUT from SRC: a Hugging Face "
-                    "MarianMT directory (its tokenizer files are copied too), or a .safetensors file holding a PyTorch "
-                    "state dict (give --arch and --config). Nothing is ever unpickled.")
+                    "directory (MarianMT, BART, mBART, M2M100/NLLB, Pegasus, T5; its tokenizer files are copied too), a "
+                    ".safetensors file holding a PyTorch state dict (give --arch and --config), a JoeyNMT or OpenNMT-py "
+                    "checkpoint (--from) or a Keras file (--from keras). Nothing is ever unpickled.")
     p.add_argument("src", metavar="SRC", help="a Hugging Face model directory, or a .safetensors state dict")
     p.add_argument("out", metavar="OUT", help="the seqjit model directory to write")
     p.add_argument("--arch", default=None, help=f"architecture of a state dict: {', '.join(sorted(FROM_TORCH))}")

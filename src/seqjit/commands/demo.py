@@ -22,7 +22,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     if args.kernel:
-        from seqjit.attention_demo import run_attention_demo
+        from seqjit.demos.attention_kernel import run_attention_demo
 
         return run_attention_demo(length=args.length, heads=args.heads, dim=args.dim, causal=args.causal)
     from seqjit.g2p.demo import run_demo

@@ -5,7 +5,7 @@
     seqjit g2p --input words.txt --output phonemes.txt
     echo hello | seqjit g2p                       # no words (or '-'): one word per line from stdin
     seqjit g2p --format json --beam-size 4 --num-hypotheses 3 hello
-    seqjit g2p --text "In 1984, I paid $2.50. Don't!"  # one line of phonemes per sentence, words apart by ' | '
+    seqjit g2p --text 'In 1984, I paid $2.50.'         # one line of phonemes per sentence, words apart by ' | '
 
 Input: one word per line. A line holding a tab is read up to its first tab (the rest, such as a
 lexicon's pronunciation column, is ignored), so a word never holds a tab and the TSV output always

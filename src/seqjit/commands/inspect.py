@@ -1,6 +1,6 @@
 """``seqjit inspect MODEL``: what a model is and what it costs.
 
-MODEL: a seqjit model directory, a Hugging Face MarianMT directory (converted in memory), or a
+MODEL: a seqjit model directory, a Hugging Face directory (converted in memory), or a
 bundled G2P model name (``gru``, ``attention``, ``transformer``). Prints the architecture, the
 config, the parameter count, the weights' bytes and dtypes, the op counts of the encoder graph and
 of the decoder-step graph (as run, after the graph passes), and a memory estimate: the weights plus
@@ -28,7 +28,7 @@ def register(subparsers) -> None:
         description="Show a model's architecture, config, parameter count, weight bytes, the op counts of its encoder "
                     "and decoder-step graphs, and a memory estimate (weights + decoder state).")
     p.add_argument("model", metavar="MODEL", nargs="?",
-                   help="a model directory, a Hugging Face MarianMT directory, or a bundled G2P model name "
+                   help="a model directory, a Hugging Face directory, or a bundled G2P model name "
                         "(gru, attention, transformer)")
     p.add_argument("--max-length", type=int, default=None, metavar="N",
                    help="decoder state capacity for the memory estimate (default: 256, or the model's positions "

@@ -55,7 +55,7 @@ def register(subparsers) -> None:
                     "Lines hold space-separated token ids, or text when the model directory carries SentencePiece "
                     "files (source.spm, target.spm, vocab.json, as Marian models do).")
     p.add_argument("--model", required=True, metavar="DIR",
-                   help="a seqjit model directory (config.json + model.safetensors) or a Hugging Face MarianMT directory")
+                   help="a seqjit model directory (config.json + model.safetensors) or a Hugging Face directory")
     p.add_argument("--input", default="-", metavar="FILE",
                    help="one source per line (default: - , stdin): a file, or a FIFO or pipe read as a stream like "
                         "stdin (a device is refused); a UTF-8 byte order mark is dropped; a line of more than "

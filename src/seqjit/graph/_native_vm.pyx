@@ -73,9 +73,8 @@ cdef class Program:
     cdef int team_nt        # what a team-splittable instruction runs with: TEAM while held, else 1
     cdef readonly int team_nodes  # instructions planned for the team (threads == 2)
     # instructions planned for the run's threads (threads == 0) that the team runs when a run has
-    # exactly 2: a one-op program of such a product (or a 64-row decode step, all of whose products
-    # are that large) held no team and ran them with OpenMP, at half the team's speed
-    # (64 x 512 x 512 from L2 at 2 threads, median: 128-143 GFLOP/s with OpenMP, 309 with the team)
+    # exactly 2: the team splits such a product faster than OpenMP does, so a program made only of
+    # them (a one-op program, a 64-row decode step) still holds the team
     cdef readonly int wide_team_nodes
     # whether the team pays for this program, measured: running means of its run time with the team
     # and alone (seconds), and its runs at 2+ threads (every 8th tries the other way)
@@ -204,8 +203,7 @@ cdef class Program:
         or the two cores being threads of one, can make the split slower than one thread), trying
         the other way every 8th run; the first run goes alone. Alone, the worker is not woken, so it
         sleeps by the time a short program tries the team again: a team try is two runs, the first
-        untimed (a worker woken from sleep on a VM, and its cold caches, made a 0.3 ms one-op program
-        look slower with the team, 2x faster when warm, than alone, so it never chose the team)."""
+        untimed (waking the worker and its cold caches would make the team look slower than it is)."""
         cdef int team, warm = 0
         sj_team_enter()
         if not self._team_pays(nthreads):

@@ -20,8 +20,8 @@ from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear.packed import pack_panels
 
 #: a node of at least this many multiply-adds may use the run's threads; smaller ones run on the
-#: calling thread. Waking a sleeping OpenMP worker cost ~50 us on the 2-core VMs, and a worker whose
-#: core is busy with another process costs far more: only products of ~200 us or more pay.
+#: calling thread: waking a sleeping OpenMP worker costs tens of microseconds, far more when its core
+#: is busy with another process, so only products much longer than that pay.
 PARALLEL_MACS = 1 << 24
 #: the RNN products of more than 2 rows run on their weights packed in panels, as the linear's;
 #: weights up to this size get a packed copy, shared by the graph's plans
@@ -40,8 +40,8 @@ _ACT = {None: act_spec.NONE, "relu": act_spec.RELU, "gelu": act_spec.GELU, "gelu
 
 
 #: a node of at least this many multiply-adds (and fewer than PARALLEL_MACS) is split in two column
-#: halves over the team of two (kernels/_runtime/native_team.h) when a run has 2 threads: one
-#: handoff costs ~0.3 us; a [1, 128] x [128, 128] product ~0.5-1 us
+#: halves over the team of two (kernels/_runtime/native_team.h) when a run has 2 threads: a handoff
+#: costs less than half of the smallest such product
 TEAM_MACS = 1 << 14
 
 

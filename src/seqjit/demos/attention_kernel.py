@@ -113,7 +113,7 @@ def run_engine(engine: str, length: int, heads: int, dim: int, causal: bool, sav
     if path:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(path), env.get("PYTHONPATH"))))
     code = (
-        "import json, sys; from seqjit.attention_demo import measure; "
+        "import json, sys; from seqjit.demos.attention_kernel import measure; "
         f"print(json.dumps(measure({engine!r}, {length}, {heads}, {dim}, {causal!r}, {save!r})))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
