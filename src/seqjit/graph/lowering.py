@@ -216,8 +216,9 @@ class NativeReplay:
             arr, slot = self.low.arrays[src], self.inputs.index(dst)
             if not arr.flags.c_contiguous or arr.dtype.itemsize not in (4, 8):
                 raise Unsupported("state copy")
-            ptrs, ints, floats = operand_lists("copy", copy_operands(
-                _addr(arr), _addr(self.low.current[slot]), (1, 1, 1, arr.size), (0, 0, 0, 1), (0, 0, 0, 1), arr.itemsize))
+            named = copy_operands(_addr(arr), _addr(self.low.current[slot]), (1, 1, 1, arr.size), (0, 0, 0, 1),
+                                  (0, 0, 0, 1), arr.itemsize)
+            ptrs, ints, floats = operand_lists("copy", named)
             prog.add(OP["copy"], ptrs, ints, floats, 1, [(OPERANDS["copy"][0].index("dst"), slot, 0)], [arr])
         prog.finish([_addr(a) for a in self.low.current])
         cached[key] = prog

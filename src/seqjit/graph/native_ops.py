@@ -84,8 +84,9 @@ def operand_lists(op: str, named: dict) -> tuple:
     if missing or extra:
         said = [f"missing {', '.join(missing)}"] if missing else []
         said += [f"not declared {', '.join(extra)}"] if extra else []
-        raise OperandError(f"opcode {op!r}: operands {'; '.join(said)} (declared: pointers {', '.join(decl[0]) or '-'}; "
-                           f"integers {', '.join(decl[1]) or '-'}; floats {', '.join(decl[2]) or '-'})")
+        declared = "; ".join(f"{kind} {', '.join(names) or '-'}"
+                             for kind, names in zip(("pointers", "integers", "floats"), decl))
+        raise OperandError(f"opcode {op!r}: operands {'; '.join(said)} (declared: {declared})")
     return tuple([named[name] for name in group] for group in decl)
 
 
