@@ -7,7 +7,8 @@
   kernels and C headers from ``kernels/``; the runtime below both (the team-of-two header) is in
   ``kernels/_runtime/``, found through the same ``kernels`` include folder. Its opcode enum, the
   dispatch from each opcode to its ``run_<opcode>`` (in the family's ``_native.pxi``) and the team
-  policy (``_opcodes.pxi``) are generated here from the one list in ``src/seqjit/graph/opcodes.py``.
+  policy (``_opcodes.pxi``) are generated here from the one list in ``src/seqjit/graph/opcodes.py``,
+  and so are the index constants of each opcode's named operands (``_operands.pxi``, not in git).
 - OpenMP: used when the compiler accepts ``-fopenmp``; otherwise the extensions build serial
   (``prange`` then runs as a plain loop).
 """
@@ -40,16 +41,18 @@ def included_sources(*patterns):
 
 
 def write_opcodes():
-    """``src/seqjit/graph/_opcodes.pxi``: the VM's opcode enum and dispatch, generated from the one list in
-    ``src/seqjit/graph/opcodes.py`` (run as a file: nothing of seqjit is imported); written only when
-    it changed, so an unchanged list does not rebuild the VM."""
+    """``src/seqjit/graph/_opcodes.pxi`` (the VM's opcode enum and dispatch) and ``_operands.pxi`` (the
+    index constant of every opcode's named operands, a build output git ignores), generated from the
+    declarations in ``src/seqjit/graph/opcodes.py`` (run as a file: nothing of seqjit is imported);
+    each written only when it changed, so unchanged declarations do not rebuild the VM."""
     import runpy
 
     graph = ROOT / "src" / "seqjit" / "graph"
-    text = runpy.run_path(str(graph / "opcodes.py"))["pxi_text"]()
-    target = graph / "_opcodes.pxi"
-    if not target.exists() or target.read_text(encoding="utf-8") != text:
-        target.write_text(text, encoding="utf-8")
+    opcodes = runpy.run_path(str(graph / "opcodes.py"))
+    for name, text in (("_opcodes.pxi", opcodes["pxi_text"]()), ("_operands.pxi", opcodes["operands_pxi_text"]())):
+        target = graph / name
+        if not target.exists() or target.read_text(encoding="utf-8") != text:
+            target.write_text(text, encoding="utf-8")
 
 
 def find_extensions():

@@ -54,8 +54,11 @@ cdef void native_additive_attention(const float* query, Py_ssize_t ldq, const fl
 
 
 cdef inline int run_additive(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    native_additive_attention(<float*>c.p[0], c.i[5], <float*>c.p[1], <float*>c.p[2], <float*>c.p[3],
-                              <float*>c.p[4], <int64_t*>c.p[5], <float*>c.p[6], <float*>c.p[7],
-                              <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
-                              <float*>c.p[8], nt, <int>c.i[6])
+    native_additive_attention(<float*>c.p[ADDITIVE_P_QUERY], c.i[ADDITIVE_I_LDQ],
+                              <float*>c.p[ADDITIVE_P_KEYS_PROJ], <float*>c.p[ADDITIVE_P_KEYS],
+                              <float*>c.p[ADDITIVE_P_W_Q], <float*>c.p[ADDITIVE_P_V],
+                              <int64_t*>c.p[ADDITIVE_P_LENGTHS], <float*>c.p[ADDITIVE_P_CONTEXT],
+                              <float*>c.p[ADDITIVE_P_WEIGHTS], <int>c.i[ADDITIVE_I_BATCH], <int>c.i[ADDITIVE_I_S],
+                              <int>c.i[ADDITIVE_I_A], <int>c.i[ADDITIVE_I_DQ], <int>c.i[ADDITIVE_I_DK],
+                              <float*>c.p[ADDITIVE_P_SCRATCH], nt, <int>c.i[ADDITIVE_I_LAYOUT])
     return ERR_NONE

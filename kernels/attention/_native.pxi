@@ -178,15 +178,27 @@ cdef void native_attention_team(const float* q, Py_ssize_t qb, Py_ssize_t qh, Py
 cdef inline int run_attention(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
     """OP_ATTENTION: batch rows split over the team of two while the run holds it."""
     if team:
-        native_attention_team(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
-                              <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17],
-                              c.i[18], <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3],
-                              <int>c.i[4], <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
-                              <float*>c.p[6], c.i[19], c.i[20], c.i[21])
+        native_attention_team(<float*>c.p[ATTENTION_P_Q], c.i[ATTENTION_I_QB], c.i[ATTENTION_I_QH],
+                              c.i[ATTENTION_I_QL], <float*>c.p[ATTENTION_P_K], c.i[ATTENTION_I_KB],
+                              c.i[ATTENTION_I_KH], c.i[ATTENTION_I_KL], <float*>c.p[ATTENTION_P_V],
+                              c.i[ATTENTION_I_VB], c.i[ATTENTION_I_VH], c.i[ATTENTION_I_VL],
+                              <float*>c.p[ATTENTION_P_O], c.i[ATTENTION_I_OB], c.i[ATTENTION_I_OH],
+                              c.i[ATTENTION_I_OL], <int64_t*>c.p[ATTENTION_P_LENGTHS], <int>c.i[ATTENTION_I_B],
+                              <int>c.i[ATTENTION_I_H], <int>c.i[ATTENTION_I_LQ], <int>c.i[ATTENTION_I_LK],
+                              <int>c.i[ATTENTION_I_D], <int>c.i[ATTENTION_I_DV], c.i[ATTENTION_I_CAUSAL] != 0,
+                              <float>c.f[ATTENTION_F_SCALE], <float*>c.p[ATTENTION_P_SCORES],
+                              <float*>c.p[ATTENTION_P_BIAS], c.i[ATTENTION_I_BB], c.i[ATTENTION_I_BH],
+                              c.i[ATTENTION_I_BL])
     else:
-        native_attention(<float*>c.p[0], c.i[7], c.i[8], c.i[9], <float*>c.p[1], c.i[10], c.i[11], c.i[12],
-                         <float*>c.p[2], c.i[13], c.i[14], c.i[15], <float*>c.p[4], c.i[16], c.i[17], c.i[18],
-                         <int64_t*>c.p[3], <int>c.i[0], <int>c.i[1], <int>c.i[2], <int>c.i[3], <int>c.i[4],
-                         <int>c.i[5], c.i[6] != 0, <float>c.f[0], <float*>c.p[5],
-                         <float*>c.p[6], c.i[19], c.i[20], c.i[21])
+        native_attention(<float*>c.p[ATTENTION_P_Q], c.i[ATTENTION_I_QB], c.i[ATTENTION_I_QH],
+                         c.i[ATTENTION_I_QL], <float*>c.p[ATTENTION_P_K], c.i[ATTENTION_I_KB],
+                         c.i[ATTENTION_I_KH], c.i[ATTENTION_I_KL], <float*>c.p[ATTENTION_P_V],
+                         c.i[ATTENTION_I_VB], c.i[ATTENTION_I_VH], c.i[ATTENTION_I_VL],
+                         <float*>c.p[ATTENTION_P_O], c.i[ATTENTION_I_OB], c.i[ATTENTION_I_OH],
+                         c.i[ATTENTION_I_OL], <int64_t*>c.p[ATTENTION_P_LENGTHS], <int>c.i[ATTENTION_I_B],
+                         <int>c.i[ATTENTION_I_H], <int>c.i[ATTENTION_I_LQ], <int>c.i[ATTENTION_I_LK],
+                         <int>c.i[ATTENTION_I_D], <int>c.i[ATTENTION_I_DV], c.i[ATTENTION_I_CAUSAL] != 0,
+                         <float>c.f[ATTENTION_F_SCALE], <float*>c.p[ATTENTION_P_SCORES],
+                         <float*>c.p[ATTENTION_P_BIAS], c.i[ATTENTION_I_BB], c.i[ATTENTION_I_BH],
+                         c.i[ATTENTION_I_BL])
     return ERR_NONE

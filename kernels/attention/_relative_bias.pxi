@@ -24,10 +24,12 @@ cdef void native_relative_bias(const float* table, int H, const int64_t* buckets
 cdef inline int run_relative_bias(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
     """OP_RELATIVE_BIAS; i: H, below, Lq, Lk, whether q0 is the step (p[2]). ERR_STEP (err: the
     step, its limit) for a step past the buckets."""
-    cdef Py_ssize_t t = (<int64_t*>c.p[2])[0] if c.i[4] else 0
-    if t < 0 or t + c.i[2] - 1 > c.i[1]:
-        err[0], err[1] = t, c.i[1] + 2 - c.i[2]
+    cdef Py_ssize_t t = (<int64_t*>c.p[RELATIVE_BIAS_P_STEP])[0] if c.i[RELATIVE_BIAS_I_HAS_STEP] else 0
+    if t < 0 or t + c.i[RELATIVE_BIAS_I_LQ] - 1 > c.i[RELATIVE_BIAS_I_BELOW]:
+        err[0], err[1] = t, c.i[RELATIVE_BIAS_I_BELOW] + 2 - c.i[RELATIVE_BIAS_I_LQ]
         return ERR_STEP
-    native_relative_bias(<float*>c.p[0], <int>c.i[0], <int64_t*>c.p[1], c.i[1], t, <int>c.i[2],
-                         <int>c.i[3], <float*>c.p[3])
+    native_relative_bias(<float*>c.p[RELATIVE_BIAS_P_TABLE], <int>c.i[RELATIVE_BIAS_I_HEADS],
+                         <int64_t*>c.p[RELATIVE_BIAS_P_BUCKETS], c.i[RELATIVE_BIAS_I_BELOW], t,
+                         <int>c.i[RELATIVE_BIAS_I_LQ], <int>c.i[RELATIVE_BIAS_I_LK],
+                         <float*>c.p[RELATIVE_BIAS_P_Y])
     return ERR_NONE

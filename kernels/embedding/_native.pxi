@@ -57,20 +57,27 @@ cdef Py_ssize_t native_embedding_int8(const int64_t* ids, Py_ssize_t n, const si
 
 cdef inline int run_embedding(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
     """ERR_ID (err[0]: the id) for an id outside the table."""
-    cdef Py_ssize_t r = native_embedding(<int64_t*>c.p[0], c.i[0], <float*>c.p[1], c.i[3], <int>c.i[1],
-                                         <float>c.f[0], <float*>c.p[2], c.i[2], <float*>c.p[3])
+    cdef Py_ssize_t r = native_embedding(<int64_t*>c.p[EMBEDDING_P_IDS], c.i[EMBEDDING_I_N],
+                                         <float*>c.p[EMBEDDING_P_TABLE], c.i[EMBEDDING_I_VOCAB],
+                                         <int>c.i[EMBEDDING_I_D], <float>c.f[EMBEDDING_F_SCALE],
+                                         <float*>c.p[EMBEDDING_P_POSITIONS], c.i[EMBEDDING_I_LENGTH],
+                                         <float*>c.p[EMBEDDING_P_Y])
     if r >= 0:
-        err[0] = (<int64_t*>c.p[0])[r]
+        err[0] = (<int64_t*>c.p[EMBEDDING_P_IDS])[r]
         return ERR_ID
     return ERR_NONE
 
 
 cdef inline int run_embedding_int8(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
     """ERR_ID (err[0]: the id) for an id outside the table."""
-    cdef Py_ssize_t r = native_embedding_int8(<int64_t*>c.p[0], c.i[0], <signed char*>c.p[1], <float*>c.p[4],
-                                              c.i[3], <int>c.i[1], <float>c.f[0], <float*>c.p[2], c.i[2],
-                                              <float*>c.p[3])
+    cdef Py_ssize_t r = native_embedding_int8(<int64_t*>c.p[EMBEDDING_INT8_P_IDS], c.i[EMBEDDING_INT8_I_N],
+                                              <signed char*>c.p[EMBEDDING_INT8_P_TABLE],
+                                              <float*>c.p[EMBEDDING_INT8_P_ROW_SCALE],
+                                              c.i[EMBEDDING_INT8_I_VOCAB], <int>c.i[EMBEDDING_INT8_I_D],
+                                              <float>c.f[EMBEDDING_INT8_F_SCALE],
+                                              <float*>c.p[EMBEDDING_INT8_P_POSITIONS],
+                                              c.i[EMBEDDING_INT8_I_LENGTH], <float*>c.p[EMBEDDING_INT8_P_Y])
     if r >= 0:
-        err[0] = (<int64_t*>c.p[0])[r]
+        err[0] = (<int64_t*>c.p[EMBEDDING_INT8_P_IDS])[r]
         return ERR_ID
     return ERR_NONE

@@ -20,12 +20,14 @@ cdef void native_rms_norm(const float* x, Py_ssize_t ldx, float* y, Py_ssize_t l
 
 
 cdef inline int run_layer_norm(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    native_layer_norm(<float*>c.p[0], c.i[2], <float*>c.p[3], c.i[3], <int>c.i[0], <int>c.i[1],
-                      <float*>c.p[1], <float*>c.p[2], c.f[0])
+    native_layer_norm(<float*>c.p[LAYER_NORM_P_X], c.i[LAYER_NORM_I_LDX], <float*>c.p[LAYER_NORM_P_Y],
+                      c.i[LAYER_NORM_I_LDY], <int>c.i[LAYER_NORM_I_M], <int>c.i[LAYER_NORM_I_D],
+                      <float*>c.p[LAYER_NORM_P_WEIGHT], <float*>c.p[LAYER_NORM_P_BIAS], c.f[LAYER_NORM_F_EPS])
     return ERR_NONE
 
 
 cdef inline int run_rms_norm(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    native_rms_norm(<float*>c.p[0], c.i[2], <float*>c.p[2], c.i[3], <int>c.i[0], <int>c.i[1],
-                    <float*>c.p[1], c.f[0])
+    native_rms_norm(<float*>c.p[RMS_NORM_P_X], c.i[RMS_NORM_I_LDX], <float*>c.p[RMS_NORM_P_Y],
+                    c.i[RMS_NORM_I_LDY], <int>c.i[RMS_NORM_I_M], <int>c.i[RMS_NORM_I_D],
+                    <float*>c.p[RMS_NORM_P_WEIGHT], c.f[RMS_NORM_F_EPS])
     return ERR_NONE

@@ -150,6 +150,8 @@ cdef void native_linear(const float* x, Py_ssize_t ldx, int M, int K, const floa
 
 cdef inline int run_linear(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
     """OP_LINEAR (lowered by seqjit.graph.ops' linear)."""
-    native_linear(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <float*>c.p[1], <int>c.i[2],
-                  <int>c.i[6], <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
+    native_linear(<float*>c.p[LINEAR_P_X], c.i[LINEAR_I_LDX], <int>c.i[LINEAR_I_M], <int>c.i[LINEAR_I_K],
+                  <float*>c.p[LINEAR_P_W], <int>c.i[LINEAR_I_N], <int>c.i[LINEAR_I_LAYOUT],
+                  <float*>c.p[LINEAR_P_BIAS], <float*>c.p[LINEAR_P_Y], c.i[LINEAR_I_LDY], <int>c.i[LINEAR_I_ACT],
+                  nt)
     return ERR_NONE

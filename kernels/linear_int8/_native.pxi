@@ -77,13 +77,15 @@ cdef void native_linear_int8(const float* x, Py_ssize_t ldx, int M, int K, const
 
 
 cdef inline int run_linear_int8(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    native_linear_int8(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <int8_t*>c.p[1], <float*>c.p[2],
-                       <int>c.i[2], <float*>c.p[3], <float*>c.p[4], c.i[4], <int>c.i[5], <int8_t*>c.p[5],
-                       <int32_t*>c.p[6], <float*>c.p[7], nt)
+    native_linear_int8(<float*>c.p[LINEAR_INT8_P_X], c.i[LINEAR_INT8_I_LDX], <int>c.i[LINEAR_INT8_I_M],
+                       <int>c.i[LINEAR_INT8_I_K], <int8_t*>c.p[LINEAR_INT8_P_W], <float*>c.p[LINEAR_INT8_P_SCALE],
+                       <int>c.i[LINEAR_INT8_I_N], <float*>c.p[LINEAR_INT8_P_BIAS], <float*>c.p[LINEAR_INT8_P_Y],
+                       c.i[LINEAR_INT8_I_LDY], <int>c.i[LINEAR_INT8_I_ACT], <int8_t*>c.p[LINEAR_INT8_P_QX],
+                       <int32_t*>c.p[LINEAR_INT8_P_XSUM], <float*>c.p[LINEAR_INT8_P_XS], nt)
     return ERR_NONE
 
 
 cdef inline bint team_linear_int8(Instr* c) noexcept nogil:
     """Whether a run of two threads holding the team gives it this product (seqjit.graph.opcodes.TEAM_IF):
     at decode rows (up to 4), planned like the float products."""
-    return c.i[0] <= 4
+    return c.i[LINEAR_INT8_I_M] <= 4

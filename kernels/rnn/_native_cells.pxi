@@ -63,15 +63,22 @@ cdef void native_lstm_cell(const float* x, Py_ssize_t ldx, const float* h, Py_ss
 
 
 cdef inline int run_gru_cell(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    native_gru_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], <float*>c.p[3],
-                    <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], c.i[5], <int>c.i[0], <int>c.i[1],
-                    <int>c.i[2], <float*>c.p[7], nt, <int>c.i[6], <float*>c.p[8])
+    native_gru_cell(<float*>c.p[GRU_CELL_P_X], c.i[GRU_CELL_I_LDX], <float*>c.p[GRU_CELL_P_H],
+                    c.i[GRU_CELL_I_LDH], <float*>c.p[GRU_CELL_P_W_IH], <float*>c.p[GRU_CELL_P_W_HH],
+                    <float*>c.p[GRU_CELL_P_B_IH], <float*>c.p[GRU_CELL_P_B_HH], <float*>c.p[GRU_CELL_P_OUT],
+                    c.i[GRU_CELL_I_LDO], <int>c.i[GRU_CELL_I_BATCH], <int>c.i[GRU_CELL_I_INPUT_SIZE],
+                    <int>c.i[GRU_CELL_I_HIDDEN], <float*>c.p[GRU_CELL_P_SCRATCH], nt, <int>c.i[GRU_CELL_I_LAYOUT],
+                    <float*>c.p[GRU_CELL_P_PRE])
     return ERR_NONE
 
 
 cdef inline int run_lstm_cell(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    native_lstm_cell(<float*>c.p[0], c.i[3], <float*>c.p[1], c.i[4], <float*>c.p[2], c.i[5],
-                     <float*>c.p[3], <float*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[7],
-                     <float*>c.p[8], <int>c.i[0], <int>c.i[1], <int>c.i[2], <float*>c.p[9], nt,
-                     <int>c.i[6], <float*>c.p[10])
+    native_lstm_cell(<float*>c.p[LSTM_CELL_P_X], c.i[LSTM_CELL_I_LDX], <float*>c.p[LSTM_CELL_P_H],
+                     c.i[LSTM_CELL_I_LDH], <float*>c.p[LSTM_CELL_P_C], c.i[LSTM_CELL_I_LDC],
+                     <float*>c.p[LSTM_CELL_P_W_IH], <float*>c.p[LSTM_CELL_P_W_HH], <float*>c.p[LSTM_CELL_P_B_IH],
+                     <float*>c.p[LSTM_CELL_P_B_HH], <float*>c.p[LSTM_CELL_P_H_OUT],
+                     <float*>c.p[LSTM_CELL_P_C_OUT], <int>c.i[LSTM_CELL_I_BATCH],
+                     <int>c.i[LSTM_CELL_I_INPUT_SIZE], <int>c.i[LSTM_CELL_I_HIDDEN],
+                     <float*>c.p[LSTM_CELL_P_SCRATCH], nt, <int>c.i[LSTM_CELL_I_LAYOUT],
+                     <float*>c.p[LSTM_CELL_P_PRE])
     return ERR_NONE

@@ -105,9 +105,14 @@ cdef void native_rnn_sequence(bint lstm, const float* x, Py_ssize_t rb, Py_ssize
 
 
 cdef inline int run_rnn_sequence(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    native_rnn_sequence(c.i[0] != 0, <float*>c.p[0], c.i[1], c.i[2], c.i[3], <int>c.i[4],
-                        <float*>c.p[1], <float*>c.p[2], <int64_t*>c.p[3], <Py_ssize_t*>c.p[4],
-                        <float*>c.p[5], c.i[5], <float*>c.p[6], <float*>c.p[7], <int>c.i[6], <int>c.i[7],
-                        <int>c.i[8], <int>c.i[9], <int>c.i[10], <float*>c.p[8], nt, <int>c.i[11],
-                        <Py_ssize_t*>c.p[9], c.i[12] != 0)
+    native_rnn_sequence(c.i[RNN_SEQUENCE_I_LSTM] != 0, <float*>c.p[RNN_SEQUENCE_P_X], c.i[RNN_SEQUENCE_I_RB],
+                        c.i[RNN_SEQUENCE_I_RT], c.i[RNN_SEQUENCE_I_LDX], <int>c.i[RNN_SEQUENCE_I_INPUT_SIZE],
+                        <float*>c.p[RNN_SEQUENCE_P_H0], <float*>c.p[RNN_SEQUENCE_P_C0],
+                        <int64_t*>c.p[RNN_SEQUENCE_P_LENGTHS], <Py_ssize_t*>c.p[RNN_SEQUENCE_P_WTAB],
+                        <float*>c.p[RNN_SEQUENCE_P_OUT], c.i[RNN_SEQUENCE_I_LDO], <float*>c.p[RNN_SEQUENCE_P_H_N],
+                        <float*>c.p[RNN_SEQUENCE_P_C_N], <int>c.i[RNN_SEQUENCE_I_BATCH],
+                        <int>c.i[RNN_SEQUENCE_I_STEPS], <int>c.i[RNN_SEQUENCE_I_HIDDEN],
+                        <int>c.i[RNN_SEQUENCE_I_LAYERS], <int>c.i[RNN_SEQUENCE_I_DIRS],
+                        <float*>c.p[RNN_SEQUENCE_P_SCRATCH], nt, <int>c.i[RNN_SEQUENCE_I_LAYOUT],
+                        <Py_ssize_t*>c.p[RNN_SEQUENCE_P_PTAB], c.i[RNN_SEQUENCE_I_FINITE_HH] != 0)
     return ERR_NONE

@@ -5,8 +5,11 @@ include "rnn_int8/_recurrence.pxi"
 
 
 cdef inline int run_rnn_int8(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
-    int8_recurrence(c.i[0] != 0, <float*>c.p[0], c.i[4], <int>c.i[1], <int>c.i[2], <int>c.i[3],
-                    <int8_t*>c.p[4], <float*>c.p[5], <float*>c.p[6], <float*>c.p[1], <float*>c.p[2],
-                    <int64_t*>c.p[3], c.i[5] != 0, <float*>c.p[7], <float*>c.p[8], <float*>c.p[9],
-                    <float*>c.p[10], <int8_t*>c.p[11], _native_qisa, nt, NULL)
+    int8_recurrence(c.i[RNN_INT8_I_LSTM] != 0, <float*>c.p[RNN_INT8_P_XG], c.i[RNN_INT8_I_LDX],
+                    <int>c.i[RNN_INT8_I_BATCH], <int>c.i[RNN_INT8_I_STEPS], <int>c.i[RNN_INT8_I_HIDDEN],
+                    <int8_t*>c.p[RNN_INT8_P_W], <float*>c.p[RNN_INT8_P_SCALE], <float*>c.p[RNN_INT8_P_BIAS],
+                    <float*>c.p[RNN_INT8_P_H0], <float*>c.p[RNN_INT8_P_C0], <int64_t*>c.p[RNN_INT8_P_LENGTHS],
+                    c.i[RNN_INT8_I_REVERSE] != 0, <float*>c.p[RNN_INT8_P_OUT], <float*>c.p[RNN_INT8_P_H_N],
+                    <float*>c.p[RNN_INT8_P_C_N], <float*>c.p[RNN_INT8_P_SCRATCH], <int8_t*>c.p[RNN_INT8_P_QH],
+                    _native_qisa, nt, NULL)
     return ERR_NONE

@@ -6,7 +6,8 @@
 # Py_ssize_t* err) noexcept nogil``: ``nt`` the threads the VM gives the instruction (1, the run's
 # OpenMP threads, or TEAM: the team of two), ``team`` whether this run holds the team of two, ``err``
 # where it writes an error's value (err[0], for every error) and limit (err[1], for ERR_STEP); it returns
-# an error code (ERR_NONE when it ran).
+# an error code (ERR_NONE when it ran). It reads its operands by name: ``c.p[LAYER_NORM_P_X]``, the
+# index constants of _operands.pxi, generated from seqjit.graph.opcodes.OPERANDS (docs/native_vm.md).
 
 # error codes of a run
 cdef enum:

@@ -2,8 +2,10 @@
 """The native replay VM: a plan lowered to a flat list of instructions run in one nogil C loop.
 
 An instruction (``_instr.pxi``) is an op code, up to 12 pointers, 24 integers (shapes, strides in
-elements, flags) and 4 floats, run by its opcode's ``run_<opcode>`` in the kernel family's
-``_native.pxi`` through the dispatch setup.py generates (``_opcodes.pxi``);
+elements, flags) and 4 floats, each named by its opcode's declaration in seqjit.graph.opcodes
+(``OPERANDS``; read by index constants setup.py generates, ``_operands.pxi``), run by its opcode's
+``run_<opcode>`` in the kernel family's ``_native.pxi`` through the dispatch setup.py generates
+(``_opcodes.pxi``); ``Program.add`` refuses operand counts other than the declaration's;
 :mod:`seqjit.graph.lowering` builds them from a :class:`~seqjit.graph.executor.Plan` (shapes,
 buffers and views are fixed there, and so every argument is checked once, at lowering).
 Replay does no checks and allocates nothing; the few that depend on run-time values (token ids in
@@ -25,6 +27,9 @@ from libc.string cimport memcpy, memset
 from libc.math cimport INFINITY, log
 
 include "_instr.pxi"  # the instruction and error codes every run_<opcode> reads and returns
+# the index of every opcode's named operands (LAYER_NORM_P_X...): generated from seqjit.graph.opcodes
+# (setup.py), read by the run_<opcode> functions
+include "_operands.pxi"
 # the kernel families: each defines the run_<opcode> of its opcodes (dispatched by _opcodes.pxi)
 include "linear/_native.pxi"
 include "activations/_native.pxi"
@@ -49,11 +54,14 @@ cnp.import_array()
 # (setup.py); a build from another list refuses to load
 include "_opcodes.pxi"
 
-from seqjit.graph.opcodes import OPCODES as _OPCODES
+from seqjit.graph.opcodes import OPCODES as _OPCODES, OPERANDS as _OPERANDS
 
-if tuple(BUILT_OPCODES) != tuple(_OPCODES):
-    raise ImportError("seqjit.graph._native_vm was built from another opcode list than seqjit.graph.opcodes; "
+if tuple(BUILT_OPCODES) != tuple(_OPCODES) or BUILT_OPERANDS != _OPERANDS:
+    raise ImportError("seqjit.graph._native_vm was built from other opcodes or operands than seqjit.graph.opcodes; "
                       "rebuild it: python setup.py build_ext --inplace")
+
+#: opcode number -> (name, pointers, integers, floats) it declares (index 0: none)
+_COUNTS = [None] + [(name, *map(len, BUILT_OPERANDS[name])) for name in BUILT_OPCODES]
 
 cdef class Program:
     """A lowered plan; see the module docstring."""
@@ -117,8 +125,12 @@ cdef class Program:
         input slot, byte offset) for pointers into a graph input (patched by ``set_inputs``);
         ``keep``: objects to keep alive with the program. Returns its index."""
         cdef Instr* ins
-        if len(ptrs) > NPTR or len(ints) > NINT or len(floats) > NFLT:
-            raise ValueError("too many instruction operands")
+        if not 0 < op < len(_COUNTS):
+            raise ValueError(f"no opcode {op}")
+        name, n_p, n_i, n_f = _COUNTS[op]
+        if (len(ptrs), len(ints), len(floats)) != (n_p, n_i, n_f):
+            raise ValueError(f"opcode {name!r} takes {n_p} pointers, {n_i} integers and {n_f} floats "
+                             f"(seqjit.graph.opcodes.OPERANDS), got {len(ptrs)}, {len(ints)} and {len(floats)}")
         if self.n == self.cap:
             self.cap = max(16, 2 * self.cap)
             ins = <Instr*>realloc(self.code, self.cap * sizeof(Instr))
@@ -269,14 +281,15 @@ cdef class Program:
         sj_team_leave()
 
     def raise_error(self):
+        cdef Instr* at = &self.code[self.err_instr]
         if self.err == ERR_PYTHON:
             exc, self.exc = self.exc, None
             raise exc
         if self.err == ERR_ID:  # the message of the embedding kernels (kernels/embedding/spec.py)
-            raise ValueError(f"ids must lie in [0, {self.code[self.err_instr].i[3]}) (V = table.shape[0]), "
-                             f"got {self.err_value}")
+            vocab = at.i[EMBEDDING_I_VOCAB] if at.op == OP_EMBEDDING else at.i[EMBEDDING_INT8_I_VOCAB]
+            raise ValueError(f"ids must lie in [0, {vocab}) (V = table.shape[0]), got {self.err_value}")
         if self.err == ERR_STEP:  # the message of the Python replay (layout_ops._step_index)
-            what = "max_positions of the model" if self.code[self.err_instr].op == OP_POSITION_AT \
+            what = "max_positions of the model" if at.op == OP_POSITION_AT \
                 else "the decoder state's max_length"
             raise ValueError(f"step must lie in [0, {self.err_limit}) ({what}), got {self.err_value}")
         raise RuntimeError(f"native replay failed with code {self.err}")
@@ -336,7 +349,7 @@ cdef class Program:
         else:
             nt = 1 if nthreads <= 2 else nthreads - 1
         if c.op == OP_PYCALL:
-            rc = self._callback(c.i[0])
+            rc = self._callback(c.i[PYCALL_I_CALLBACK])
             if rc:
                 self.err, self.err_instr = rc, pc
             return rc

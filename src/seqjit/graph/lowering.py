@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 
 from seqjit.graph.input_fold import find_folds
-from seqjit.graph.native_ops import OP, OpLowerings, Unsupported, _addr  # noqa: F401 (OP, Unsupported re-exported)
+from seqjit.graph.native_ops import (OP, OPERANDS, OperandError, OpLowerings, Unsupported, _addr,  # noqa: F401
+                                     copy_operands, operand_lists)  # (OP, OperandError, Unsupported re-exported)
 from seqjit.graph.ops import OPS
 
 _F32 = np.dtype(np.float32)
@@ -90,11 +91,15 @@ class Lowering(OpLowerings):
                 patches.append((k, slot, _addr(arr) - _addr(self.current[slot])))
         return ptrs, patches
 
-    def emit(self, op, operands, ints=(), floats=(), threads=1, keep=()):
-        """One instruction; the program keeps every array operand alive (a transposed weight, a
-        scratch buffer), so no pointer it holds can dangle."""
-        ptrs, patches = self._ptrs(operands)
-        arrays = [a for a in operands if isinstance(a, np.ndarray)]
+    def emit(self, op, *, threads=1, keep=(), **operands):
+        """One instruction of opcode ``op``, its operands by the names ``seqjit.graph.opcodes.OPERANDS``
+        declares (:class:`OperandError` for a missing, extra or misnamed one): a pointer is a value
+        name, an array we own, or None (NULL); integers and floats are numbers. The program keeps
+        every array operand alive (a transposed weight, a scratch buffer), so no pointer it holds can
+        dangle."""
+        pointers, ints, floats = operand_lists(op, operands)
+        ptrs, patches = self._ptrs(pointers)
+        arrays = [a for a in pointers if isinstance(a, np.ndarray)]
         self.prog.add(OP[op], ptrs, [int(i) for i in ints], [float(f) for f in floats], threads, patches,
                       list(keep) + arrays)
 
@@ -211,9 +216,10 @@ class NativeReplay:
             arr, slot = self.low.arrays[src], self.inputs.index(dst)
             if not arr.flags.c_contiguous or arr.dtype.itemsize not in (4, 8):
                 raise Unsupported("state copy")
-            n = arr.size
-            prog.add(OP["copy"], [_addr(arr), _addr(self.low.current[slot])],
-                     [4, 1, 1, 1, n, 0, 0, 0, 1, 0, 0, 0, 1, arr.itemsize], (), 1, [(1, slot, 0)], [arr])
+            named = copy_operands(_addr(arr), _addr(self.low.current[slot]), (1, 1, 1, arr.size), (0, 0, 0, 1),
+                                  (0, 0, 0, 1), arr.itemsize)
+            ptrs, ints, floats = operand_lists("copy", named)
+            prog.add(OP["copy"], ptrs, ints, floats, 1, [(OPERANDS["copy"][0].index("dst"), slot, 0)], [arr])
         prog.finish([_addr(a) for a in self.low.current])
         cached[key] = prog
         return prog

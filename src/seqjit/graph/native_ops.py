@@ -15,7 +15,7 @@ import numpy as np
 
 from seqjit.graph import kernel_choice
 from seqjit.graph.derived import derived
-from seqjit.graph.opcodes import OP  # noqa: F401 (the opcode numbers the lowerings emit)
+from seqjit.graph.opcodes import OP, OPERANDS  # noqa: F401 (the opcode numbers the lowerings emit)
 from seqjit.kernels.activations import spec as act_spec
 from seqjit.kernels.linear.packed import pack_panels
 
@@ -63,6 +63,31 @@ def _finite(w: np.ndarray) -> bool:
 
 class Unsupported(Exception):
     """This node (or plan) has no native form; the caller falls back."""
+
+
+class OperandError(TypeError):
+    """A lowering emitted an instruction whose operands are not its opcode's declaration
+    (:data:`seqjit.graph.opcodes.OPERANDS`): a bug in the lowering, raised at lowering time (never
+    a fallback). The message names the opcode and the operands missing, extra or misnamed."""
+
+
+def operand_lists(op: str, named: dict) -> tuple:
+    """``(pointers, integers, floats)``: the values of ``named`` (operand name -> value) in the order
+    opcode ``op`` declares them; raises :class:`OperandError` for an unknown opcode or when the
+    names are not exactly the declared ones."""
+    decl = OPERANDS.get(op)
+    if decl is None:
+        raise OperandError(f"no opcode {op!r} (seqjit.graph.opcodes.OPCODES)")
+    declared = [name for group in decl for name in group]
+    missing = [name for name in declared if name not in named]
+    extra = [name for name in named if name not in declared]
+    if missing or extra:
+        said = [f"missing {', '.join(missing)}"] if missing else []
+        said += [f"not declared {', '.join(extra)}"] if extra else []
+        declared = "; ".join(f"{kind} {', '.join(names) or '-'}"
+                             for kind, names in zip(("pointers", "integers", "floats"), decl))
+        raise OperandError(f"opcode {op!r}: operands {'; '.join(said)} (declared: {declared})")
+    return tuple([named[name] for name in group] for group in decl)
 
 
 def _addr(a: np.ndarray) -> int:
@@ -121,16 +146,16 @@ class OpLowerings:
                 wp = cache[name] = pack_panels(w, layout)
         return wp
 
-    def _elementwise(self, node, name: str):
-        """The operands of ``y = a <name> b`` over same-shaped contiguous arrays (no broadcasting)."""
+    def _emit_elementwise(self, node, op: str):
+        """``y = a <op> b`` over same-shaped contiguous arrays (no broadcasting)."""
         a, b = node.inputs
         (y,) = node.outputs
         arrs = [self.arrays[a], self.arrays[b], self.arrays[y]]
         if len({x.shape for x in arrs}) != 1:
-            raise Unsupported(f"broadcasting {name}")
+            raise Unsupported(f"broadcasting {op}")
         for x in arrs:
             _contig(x)
-        return [a, b, y], [arrs[2].size]
+        self.emit(op, a=a, b=b, y=y, n=arrs[2].size)
 
     def _emit_copy(self, src_name, src_view, dst_name, dst_view):
         """A strided copy of ``src_view`` (a view of value ``src_name``'s array) into ``dst_view``
@@ -144,11 +169,22 @@ class OpLowerings:
         sp = _addr(src_view)
         if src_name in self.origin:
             slot, _ = self.origin[src_name]
-            patches.append((0, slot, sp - _addr(self.current[slot])))
+            patches.append((OPERANDS["copy"][0].index("src"), slot, sp - _addr(self.current[slot])))
         if dst_name in self.origin:
             raise Unsupported("copy into a graph input")
-        self.prog.add(OP["copy"], [sp, _addr(dst_view)], [4, *shape, *ss, *ds, src_view.itemsize], (), 1, patches, ())
+        ptrs, ints, floats = operand_lists("copy", copy_operands(sp, _addr(dst_view), shape, ss, ds, src_view.itemsize))
+        self.prog.add(OP["copy"], ptrs, ints, floats, 1, patches, ())
 
     def _gather(self, ids, table, out):
         """out[r] = table[ids[r]] (ids bounds-checked at run time, like the embedding's)."""
-        self.emit("embedding", [ids, table, None, out], [out.shape[0], table.shape[1], 1, table.shape[0]], [1.0])
+        self.emit("embedding", ids=ids, table=table, positions=None, y=out, n=out.shape[0], d=table.shape[1],
+                  length=1, vocab=table.shape[0], scale=1.0)
+
+
+def copy_operands(src: int, dst: int, shape, src_strides, dst_strides, itemsize: int) -> dict:
+    """The named operands of a strided copy (``OP_COPY``) of ``shape`` (4 axes, padded in front)
+    from address ``src`` to ``dst``, strides in elements."""
+    named = {"src": src, "dst": dst, "itemsize": itemsize}
+    for k in range(4):
+        named[f"shape{k}"], named[f"src_stride{k}"], named[f"dst_stride{k}"] = shape[k], src_strides[k], dst_strides[k]
+    return named

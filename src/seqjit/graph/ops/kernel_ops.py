@@ -60,7 +60,8 @@ def lower_linear(self, node, attrs):
     # packed or as stored: by measurement on this host (kernel_choice); computed weights: as they are
     if wa.nbytes <= PACK_MAX_BYTES and w in self.plan.graph.constants and kernel_choice.choose(m, k, n) == "packed":
         weight, layout = self._packed(w, wa, attrs["weight_layout"]), LAYOUT_PACKED
-    self.emit("linear", [x, weight, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], layout], threads=threads)
+    self.emit("linear", x=x, w=weight, bias=b, y=y, m=m, k=k, n=n, ldx=ldx, ldy=ldy, act=_ACT[attrs["activation"]],
+              layout=layout, threads=threads)
 
 
 register(OpDef("linear", ("x", "weight", "bias?"), _linear_infer, _linear_make,
@@ -106,8 +107,8 @@ def lower_linear_int8(self, node, attrs):
     # (measured in benchmarks/RESULTS.md), the largest (the output projection) too
     # when the run has 2 threads (else OpenMP on all of them); more rows: OpenMP for large products
     threads = _threads(m * n * k) if m <= 4 else (0 if m * n * k >= PARALLEL_MACS else 1)
-    self.emit("linear_int8", [x, w, scale, b, y, qx, xsum, xs], [m, k, n, ldx, ldy, _ACT[attrs["activation"]]],
-              threads=threads, keep=[qx, xsum, xs])
+    self.emit("linear_int8", x=x, w=w, scale=scale, bias=b, y=y, qx=qx, xsum=xsum, xs=xs, m=m, k=k, n=n, ldx=ldx,
+              ldy=ldy, act=_ACT[attrs["activation"]], threads=threads, keep=[qx, xsum, xs])
 
 
 register(OpDef("linear_int8", ("x", "weight", "scale", "bias?"), _linear_int8_infer, _linear_int8_make,
@@ -134,7 +135,7 @@ def lower_layer_norm(self, node, attrs):
     (y,) = node.outputs
     m, d, ldx = _rows(self.arrays[x])
     _, _, ldy = _rows(self.arrays[y])
-    self.emit("layer_norm", [x, g, b, y], [m, d, ldx, ldy], [attrs["eps"]])
+    self.emit("layer_norm", x=x, weight=g, bias=b, y=y, m=m, d=d, ldx=ldx, ldy=ldy, eps=attrs["eps"])
 
 
 register(OpDef("layer_norm", ("x", "weight", "bias"), _ln_infer, _ln_make, attrs={"eps": 1e-5}, kernel="layer_norm",
@@ -189,9 +190,11 @@ def _lower_attention(self, node, attrs, q, k, v, lengths, bias):
         bias_strides = [0 if ba.shape[0] == 1 else ba.strides[0] // 4, ba.strides[1] // 4, ba.strides[2] // 4]
     scale = float(np.float32(1.0 / math.sqrt(D) if attrs["scale"] is None else attrs["scale"]))
     scratch = np.zeros(max(Lq * Lk, 1), np.float32)
-    strides = [s // 4 for a in arrs for s in a.strides[:3]]
-    self.emit("attention", [q, k, v, lengths, o, scratch, bias],
-              [B, H, Lq, Lk, D, Dv, int(attrs["causal"]), *strides, *bias_strides], [scale], keep=[scratch])
+    (qb, qh, ql), (kb, kh, kl), (vb, vh, vl), (ob, oh, ol) = ([s // 4 for s in a.strides[:3]] for a in arrs)
+    bb, bh, bl = bias_strides
+    self.emit("attention", q=q, k=k, v=v, lengths=lengths, o=o, scores=scratch, bias=bias, b=B, h=H, lq=Lq, lk=Lk,
+              d=D, dv=Dv, causal=int(attrs["causal"]), qb=qb, qh=qh, ql=ql, kb=kb, kh=kh, kl=kl, vb=vb, vh=vh, vl=vl,
+              ob=ob, oh=oh, ol=ol, bb=bb, bh=bh, bl=bl, scale=scale, keep=[scratch])
 
 
 def lower_attention(self, node, attrs):
@@ -236,7 +239,8 @@ def lower_embedding(self, node, attrs):
     length = 1
     if pos is not None:
         length = _contig(self.arrays[pos]).shape[0]
-    self.emit("embedding", [ids, table, pos, y], [ia.size, ta.shape[1], length, ta.shape[0]], [attrs["scale"]])
+    self.emit("embedding", ids=ids, table=table, positions=pos, y=y, n=ia.size, d=ta.shape[1], length=length,
+              vocab=ta.shape[0], scale=attrs["scale"])
 
 
 def _embedding_device(ctx):
@@ -297,8 +301,8 @@ def lower_embedding_int8(self, node, attrs):
     ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table], np.dtype(np.int8))
     _contig(self.arrays[row_scale]), _contig(self.arrays[y])
     length = 1 if pos is None else _contig(self.arrays[pos]).shape[0]
-    self.emit("embedding_int8", [ids, table, pos, y, row_scale], [ia.size, ta.shape[1], length, ta.shape[0]],
-              [float(np.float32(attrs["scale"]))])
+    self.emit("embedding_int8", ids=ids, table=table, positions=pos, y=y, row_scale=row_scale, n=ia.size,
+              d=ta.shape[1], length=length, vocab=ta.shape[0], scale=float(np.float32(attrs["scale"])))
 
 
 register(OpDef("embedding_int8", ("ids", "table", "scale", "positions?"), _emb8_infer, _emb8_make, attrs={"scale": 1.0},
@@ -342,7 +346,7 @@ def _lower_activation(self, node, code):
     (x,), (y,) = node.inputs, node.outputs
     xa = _contig(self.arrays[x])
     _contig(self.arrays[y])
-    self.emit("act", [x, y], [xa.size, code])
+    self.emit("act", x=x, y=y, n=xa.size, act=code)
 
 
 def lower_relu(self, node, attrs):

@@ -315,7 +315,7 @@ def _add_make(ctx):
 
 
 def lower_add(self, node, attrs):
-    self.emit("add", *self._elementwise(node, "add"))
+    self._emit_elementwise(node, "add")
 
 
 def _add_device(ctx):
@@ -383,7 +383,8 @@ def lower_position_at(self, node, attrs):
     ta = _contig(self.arrays[table])
     _contig(self.arrays[step], _I64)
     self.arrays[y] = self.own(self.plan.specs[y])
-    self.emit("position_at", [table, step, self.arrays[y]], [ta.shape[1], attrs["offset"], ta.shape[0]])
+    self.emit("position_at", table=table, step=step, y=self.arrays[y], d=ta.shape[1], offset=attrs["offset"],
+              rows=ta.shape[0])
 
 
 register(OpDef("position_at", ("table", "step"), _row_at_infer, _row_at_make, attrs={"offset": 0}, modes=VIEW0,
@@ -424,7 +425,8 @@ def lower_kv_write(self, node, attrs):
     if xv.dtype != _F32 or (d > 1 and xv.strides[2] != 4):
         raise Unsupported("kv_write source layout")
     _contig(self.arrays[step], _I64)
-    self.emit("kv_write", [cache, x, step], [b, h, t, d, xv.strides[0] // 4, xv.strides[1] // 4])
+    self.emit("kv_write", cache=cache, x=x, step=step, b=b, h=h, t=t, d=d, x_sb=xv.strides[0] // 4,
+              x_sh=xv.strides[1] // 4)
 
 
 def _kv_write_device(ctx):
@@ -465,7 +467,7 @@ def lower_step_lengths(self, node, attrs):
     step, _ = node.inputs
     (y,) = node.outputs
     _contig(self.arrays[step], _I64)
-    self.emit("step_lengths", [step, y], [_contig(self.arrays[y], _I64).size])
+    self.emit("step_lengths", step=step, y=y, n=_contig(self.arrays[y], _I64).size)
 
 
 def _step_lengths_device(ctx):

@@ -82,8 +82,11 @@ def _lower_recurrence_int8(self, node, attrs, lstm):
     scratch = np.zeros(bsz * gh + 4 * bsz + 2 * bsz * hidden, np.float32)
     qh = np.zeros(max(bsz * hidden, 1), np.int8)
     threads = 0 if t * bsz * gh * hidden >= PARALLEL_MACS else 1
-    self.emit("rnn_int8", [xg, *(states + [None])[:2], lengths, w, scale, b, *outs, scratch, qh],
-              [int(lstm), bsz, t, hidden, ldx, int(attrs["reverse"])], threads=threads, keep=[scratch, qh])
+    h0, c0 = (states + [None])[:2]
+    out, h_n, c_n = outs
+    self.emit("rnn_int8", xg=xg, h0=h0, c0=c0, lengths=lengths, w=w, scale=scale, bias=b, out=out, h_n=h_n, c_n=c_n,
+              scratch=scratch, qh=qh, lstm=int(lstm), batch=bsz, steps=t, hidden=hidden, ldx=ldx,
+              reverse=int(attrs["reverse"]), threads=threads, keep=[scratch, qh])
 
 
 def lower_gru_recurrence_int8(self, node, attrs):

@@ -139,9 +139,10 @@ def _lower_sequence(self, node, attrs, lstm):
     macs = t * b * g * hidden * (xa.shape[2] + hidden)
     h0 = states[0]
     c0 = states[1] if lstm else None
-    self.emit("rnn_sequence", [x, h0, c0, lengths, wtab, out, h_n, c_n, scratch, ptab],
-              [int(lstm), rb, rt, xa.shape[2], xa.shape[2], dirs * hidden, b, t, hidden, layers, dirs,
-               LAYOUT_PACKED if packed else LAYOUT_OUT_IN, int(finite_hh)],
+    self.emit("rnn_sequence", x=x, h0=h0, c0=c0, lengths=lengths, wtab=wtab, out=out, h_n=h_n, c_n=c_n,
+              scratch=scratch, ptab=ptab, lstm=int(lstm), rb=rb, rt=rt, ldx=xa.shape[2], input_size=xa.shape[2],
+              ldo=dirs * hidden, batch=b, steps=t, hidden=hidden, layers=layers, dirs=dirs,
+              layout=LAYOUT_PACKED if packed else LAYOUT_OUT_IN, finite_hh=int(finite_hh),
               threads=_threads(macs, b * g * hidden * hidden), keep=[wtab, scratch, *pres])
 
 
@@ -250,14 +251,16 @@ def _lower_cell(self, node, gates, x, states, w_ih, w_hh, b_ih, b_hh, outs):
     w_ih, w_hh = ([None] if w_ih is None else []) + weights
     keep = [scratch] + ([] if pre is None else [pre]) + ([] if fold is None or fold.w_rest is None else [fold.w_rest])
     if gates == 3:
-        self.emit("gru_cell", [x, h, w_ih, w_hh, b_ih, b_hh, outs[0], scratch, pre],
-                  [bsz, i, hd, ldx, ldh, ldo, layout], threads=threads, keep=keep)
+        self.emit("gru_cell", x=x, h=h, w_ih=w_ih, w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, out=outs[0], scratch=scratch,
+                  pre=pre, batch=bsz, input_size=i, hidden=hd, ldx=ldx, ldh=ldh, ldo=ldo, layout=layout,
+                  threads=threads, keep=keep)
         return
     c = states[1]
     _, _, ldc = _rows(self.arrays[c])
     _contig(self.arrays[outs[0]]), _contig(self.arrays[outs[1]])
-    self.emit("lstm_cell", [x, h, c, w_ih, w_hh, b_ih, b_hh, outs[0], outs[1], scratch, pre],
-              [bsz, i, hd, ldx, ldh, ldc, layout], threads=threads, keep=keep)
+    self.emit("lstm_cell", x=x, h=h, c=c, w_ih=w_ih, w_hh=w_hh, b_ih=b_ih, b_hh=b_hh, h_out=outs[0], c_out=outs[1],
+              scratch=scratch, pre=pre, batch=bsz, input_size=i, hidden=hd, ldx=ldx, ldh=ldh, ldc=ldc, layout=layout,
+              threads=threads, keep=keep)
 
 
 def lower_gru_cell(self, node, attrs):
@@ -313,8 +316,8 @@ def lower_additive_attention(self, node, attrs):
     s, a = kpa.shape[1], kpa.shape[2]
     scratch = np.zeros(bsz * a + a, np.float32)
     (w_q,), layout = self._batch_layout(bsz, w_q)
-    self.emit("additive", [q, kp, k, w_q, v, lengths, ctx, wts, scratch], [bsz, s, a, dq, ka.shape[2], ldq, layout],
-              keep=[scratch])
+    self.emit("additive", query=q, keys_proj=kp, keys=k, w_q=w_q, v=v, lengths=lengths, context=ctx, weights=wts,
+              scratch=scratch, batch=bsz, s=s, a=a, dq=dq, dk=ka.shape[2], ldq=ldq, layout=layout, keep=[scratch])
 
 
 register(OpDef("additive_attention", ("query", "keys_proj", "keys", "w_q", "v", "lengths?"), _additive_infer,
@@ -348,7 +351,7 @@ def lower_select_first_step(self, node, attrs):
     (y,) = node.outputs
     _contig(self.arrays[step], _I64)
     _contig(self.arrays[first]), _contig(self.arrays[rest])
-    self.emit("select_first", [step, first, rest, y], [_contig(self.arrays[y]).nbytes])
+    self.emit("select_first", step=step, first=first, rest=rest, y=y, nbytes=_contig(self.arrays[y]).nbytes)
 
 
 def _select_first_step_device(ctx):

@@ -99,8 +99,8 @@ def _lower_relative_bias(self, node, attrs, table, step, lq, lk, below):
     _contig(self.arrays[y])
     buckets = np.ascontiguousarray(relative_buckets(np.arange(-below, lk), bool(attrs["bidirectional"]),
                                                     ta.shape[0], int(attrs["max_distance"])), dtype=np.int64)
-    self.emit("relative_bias", [table, buckets, step, y], [ta.shape[1], below, lq, lk, int(step is not None)],
-              keep=[buckets])
+    self.emit("relative_bias", table=table, buckets=buckets, step=step, y=y, heads=ta.shape[1], below=below, lq=lq,
+              lk=lk, has_step=int(step is not None), keep=[buckets])
 
 
 def lower_relative_bias(self, node, attrs):
@@ -222,7 +222,7 @@ def lower_rms_norm(self, node, attrs):
     m, d, ldx = _rows(self.arrays[x])
     _, _, ldy = _rows(self.arrays[y])
     _contig(self.arrays[g])
-    self.emit("rms_norm", [x, g, y], [m, d, ldx, ldy], [attrs["eps"]])
+    self.emit("rms_norm", x=x, weight=g, y=y, m=m, d=d, ldx=ldx, ldy=ldy, eps=attrs["eps"])
 
 
 register(OpDef("rms_norm", ("x", "weight"), _rms_infer, _rms_make, attrs={"eps": 1e-6}, native=lower_rms_norm))
@@ -244,7 +244,7 @@ def _mul_make(ctx):
 
 
 def lower_mul(self, node, attrs):
-    self.emit("mul", *self._elementwise(node, "mul"))
+    self._emit_elementwise(node, "mul")
 
 
 register(OpDef("mul", ("a", "b"), _mul_infer, _mul_make, native=lower_mul))
