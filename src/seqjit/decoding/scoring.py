@@ -162,21 +162,22 @@ def _input_fill(model) -> int:
     return int(model.decoder_start_id)
 
 
-def _log_prob_of(logits: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+def _log_prob_of(logits: np.ndarray, tokens: np.ndarray, *, overwrite: bool = False) -> np.ndarray:
     """log_softmax(logits)[k, tokens[k]] for logits [K, V] and tokens [K], as float32 (the
-    normaliser summed in float64)."""
+    normaliser summed in float64). ``overwrite``: ``logits`` is the caller's to spoil (no copies)."""
     top = logits.max(axis=1, keepdims=True)
-    shifted = logits - top
-    norm = np.log(np.exp(shifted).sum(axis=1, dtype=np.float64))
-    return (shifted[np.arange(tokens.shape[0]), tokens] - norm).astype(np.float32)
+    shifted = np.subtract(logits, top, out=logits if overwrite else None)
+    chosen = shifted[np.arange(tokens.shape[0]), tokens]  # a copy: exp below may overwrite shifted
+    norm = np.log(np.exp(shifted, out=shifted if overwrite else None).sum(axis=1, dtype=np.float64))
+    return (chosen - norm).astype(np.float32)
 
 
 def _pick_full(logits: np.ndarray, tgt_out: np.ndarray, n: np.ndarray) -> np.ndarray:
     """[B, T] log-probabilities of ``tgt_out`` from teacher-forced logits [B, T, V] (each row's first
-    ``n`` positions; the rest NaN-free zeros)."""
+    ``n`` positions; the rest zeros); ``logits`` (this call's own) is overwritten."""
     picked = np.zeros(tgt_out.shape, np.float32)
     for r in range(tgt_out.shape[0]):
-        picked[r, :n[r]] = _log_prob_of(logits[r, :n[r]], tgt_out[r, :n[r]])
+        picked[r, :n[r]] = _log_prob_of(logits[r, :n[r]], tgt_out[r, :n[r]], overwrite=True)
     return picked
 
 
