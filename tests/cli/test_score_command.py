@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from .conftest import EOS, PAD, write_lines
-from .test_translate_hf_tokenizer import build_tokenizer, nllb  # noqa: F401  (the fixture)
+from .test_translate_hf_tokenizer import nllb  # noqa: F401  (the fixture)
 
 TOL = 1e-4
 
