@@ -172,13 +172,22 @@ def _log_prob_of(logits: np.ndarray, tokens: np.ndarray, *, overwrite: bool = Fa
     return (chosen - norm).astype(np.float32)
 
 
+#: logits bytes the log-softmax takes at a time: its passes (max, subtract, exp, sum) then stay in
+#: the cache (the whole [32 x 21 x 58101] batch at once takes 2x longer than 1 MiB blocks of it)
+PICK_BLOCK_BYTES = 1 << 20
+
+
 def _pick_full(logits: np.ndarray, tgt_out: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """[B, T] log-probabilities of ``tgt_out`` from teacher-forced logits [B, T, V] (each row's first
-    ``n`` positions; the rest zeros); ``logits`` (this call's own) is overwritten."""
-    picked = np.zeros(tgt_out.shape, np.float32)
-    for r in range(tgt_out.shape[0]):
-        picked[r, :n[r]] = _log_prob_of(logits[r, :n[r]], tgt_out[r, :n[r]], overwrite=True)
-    return picked
+    """[B, T] log-probabilities of ``tgt_out`` from teacher-forced logits [B, T, V], in blocks of
+    positions (those past a row's ``n`` too, not read: the batch is sorted by length, so they are
+    few); ``logits`` (this call's own) is overwritten."""
+    batch, steps, vocab = logits.shape
+    flat, tokens = logits.reshape(batch * steps, vocab), tgt_out.reshape(-1)
+    picked = np.empty(batch * steps, np.float32)
+    block = max(1, PICK_BLOCK_BYTES // (4 * vocab))
+    for k in range(0, flat.shape[0], block):
+        picked[k:k + block] = _log_prob_of(flat[k:k + block], tokens[k:k + block], overwrite=True)
+    return picked.reshape(batch, steps)
 
 
 def _pick_stepwise(model, src, src_lens, tgt_in, tgt_out) -> np.ndarray:
