@@ -179,14 +179,22 @@ def test_rnn_seq2seq_equals_pytorch():
     print(f"\nLSTM seq2seq score vs PyTorch: max |diff| {worst:.2e}")
 
 
-def test_attention_rnn_equals_pytorch():
-    """The PyTorch tutorial's Bahdanau GRU (no full-sequence decoder: the step plan path) against its
-    modules, teacher-forced with ``target_tensor``; its decoder returns log-softmax outputs."""
+@pytest.mark.parametrize("replay", ["native", "python"])
+def test_attention_rnn_equals_pytorch(replay, monkeypatch):
+    """The PyTorch tutorial's Bahdanau GRU (no full-sequence decoder: the step path; natively the
+    lowered step program run per position, in Python ``model.step``) against its modules,
+    teacher-forced with ``target_tensor``; its decoder returns log-softmax outputs."""
+    from seqjit.decoding import scoring
+
     torch.manual_seed(2)
     ref = AttentionTutorial(hidden=8).eval()
     model = from_torch(ref.state_dict(), arch="attention_seq2seq", output_log_softmax=True,
                        decoder_start_id=RNN_START)
+    model.set_replay(replay)
     assert not model.has_full_decoder()
+    ran = []
+    native_steps = scoring._run_native_steps
+    monkeypatch.setattr(scoring, "_run_native_steps", lambda *args: ran.append(native_steps(*args)) or ran[-1])
     sources, targets = _rnn_pairs(6, seed=9)
     targets = [t[:4] for t in targets]  # the tutorial decodes MAX_LENGTH = 5 positions: target + end
     targets[1] = [5, 6, 7, 8]
@@ -198,7 +206,8 @@ def test_attention_rnn_equals_pytorch():
             log_probs, _, _ = ref.decoder(out, hidden, torch.tensor([padded]))
         want.append(log_probs[0].double()[torch.arange(len(t) + 1), torch.tensor(t + [RNN_EOS])].numpy())
     worst = _check(model.score(sources, targets, max_batch_size=4), targets, RNN_EOS, want)
-    print(f"\nBahdanau attention RNN score vs PyTorch: max |diff| {worst:.2e}")
+    assert ran == [replay == "native"] * 2  # two batches, each on the path its replay allows
+    print(f"\nBahdanau attention RNN score vs PyTorch ({replay}): max |diff| {worst:.2e}")
 
 
 # -- bad input ------------------------------------------------------------------------------------------

@@ -10,9 +10,10 @@ the model's raw logits (no decoding rule applies: no suppressed tokens, no force
 The batch runs natively: sorted by length, cut into batches of at most ``max_batch_size`` rows
 (fewer where the batch's logits would pass :data:`LOGITS_BUDGET` bytes), each encoded once and
 decoded in one pass of the full-sequence decoder graph (``decoder_full``: causal self-attention
-over the whole target) where the architecture has one, else step by step through its step plan
-with the given tokens as the previous tokens. Targets are padded after their length; the decoder
-is causal, so the padding never changes the scored positions.
+over the whole target) where the architecture has one, else step by step with the given tokens as
+the previous tokens (the lowered step program run once per position, as the native greedy loop
+runs it; ``model.step`` where the plan does not lower or on a device). Targets are padded after
+their length; the decoder is causal, so the padding never changes the scored positions.
 """
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ import numbers
 import numpy as np
 
 from seqjit.errors import NonFiniteLogits
+from seqjit.graph.lowering import Unsupported
+from seqjit.kernels._threads import get_num_threads
+from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, STEP, declares
 
 from .inputs import check_vocab, pad_sources
 from .limits import target_positions
@@ -191,15 +195,47 @@ def _pick_full(logits: np.ndarray, tgt_out: np.ndarray, n: np.ndarray) -> np.nda
 
 
 def _pick_stepwise(model, src, src_lens, tgt_in, tgt_out) -> np.ndarray:
-    """[B, T] log-probabilities of ``tgt_out``, the decoder stepped through ``tgt_in`` (one replay of
-    the step plan per position, the batch's rows together)."""
+    """[B, T] log-probabilities of ``tgt_out``, the decoder stepped through ``tgt_in``, the batch's
+    rows together: the native step program run with the given tokens (:func:`_run_native_steps`)
+    where the step plan lowers, else ``model.step`` per position."""
     steps = tgt_in.shape[1]
     picked = np.zeros(tgt_out.shape, np.float32)
     state = model.start_checked(src, src_lens, max_length=steps)
     try:
-        for t in range(steps):
-            logits = np.asarray(model.step(state, tgt_in[:, t], copy=False))
-            picked[:, t] = _log_prob_of(logits, tgt_out[:, t])
+        if not _run_native_steps(model, state, tgt_in, tgt_out, picked):
+            for t in range(steps):
+                logits = np.asarray(model.step(state, tgt_in[:, t], copy=False))
+                picked[:, t] = _log_prob_of(logits, tgt_out[:, t])
     finally:
         state.close()
     return picked
+
+
+def _run_native_steps(model, state, tgt_in, tgt_out, picked) -> bool:
+    """Fill ``picked`` by running the lowered step program of the fresh ``state``'s batch once per
+    position, its previous-token and step inputs written in place and the recurrent state copied
+    back natively (what the native greedy loop does per token, without choosing one); False, with
+    nothing run, where the model steps otherwise or its plan does not lower (CPU only)."""
+    if getattr(model, "device", "cpu") != "cpu" or not declares(model, "native_step"):
+        return False
+    feeds = model.step_feeds(state, np.ascontiguousarray(tgt_in[:, 0]))
+    native = model.step_plan(state, "decoder_step", feeds).native_replay(feeds)
+    if native is None:
+        return False
+    arrays = native.bind(feeds)
+    try:
+        copy_back = native.copy_back_program([(NEXT + key, key) for key in state.decoder])
+    except Unsupported:
+        return False
+    copy_back.set_inputs(arrays)
+    inputs = dict(zip(native.inputs, arrays))
+    prev, step, logits = inputs[PREV_TOKENS], inputs[STEP], native.output(LOGITS)
+    threads = get_num_threads()
+    for t in range(tgt_in.shape[1]):
+        prev[:] = tgt_in[:, t]
+        step[...] = t
+        native.program.run(threads)
+        copy_back.run(threads)
+        picked[:, t] = _log_prob_of(logits, tgt_out[:, t])
+    state.step = tgt_in.shape[1]
+    return True
