@@ -244,3 +244,14 @@ def test_bad_max_batch_size(marian, value):
     _, model, _ = marian
     with pytest.raises(ValueError, match="max_batch_size must be a positive integer"):
         model.score([[3]], [[4]], max_batch_size=value)
+
+
+def test_nan_logits_are_an_error_naming_the_source():
+    from seqjit.errors import NonFiniteLogits
+
+    from ..gpu.conftest import tiny_models
+
+    model = tiny_models()["transformer"]
+    model.weights["final_logits_bias"][5] = np.nan  # every position's normaliser is NaN
+    with pytest.raises(NonFiniteLogits, match=r"scoring sources\[\d\]: the logits of position 0 hold NaN"):
+        model.score([[3, 4], [6]], [[5], []])
