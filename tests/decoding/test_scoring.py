@@ -255,3 +255,21 @@ def test_nan_logits_are_an_error_naming_the_source():
     model.weights["final_logits_bias"][5] = np.nan  # every position's normaliser is NaN
     with pytest.raises(NonFiniteLogits, match=r"scoring sources\[\d\]: the logits of position 0 hold NaN"):
         model.score([[3, 4], [6]], [[5], []])
+
+
+def test_a_target_too_long_for_the_logits_budget_is_stepped(monkeypatch):
+    """An RNN has no position limit: a target whose [1, T, V] logits pass the budget alone runs step
+    by step (one position's logits at a time) and scores as the one-pass run."""
+    from seqjit.decoding import scoring
+
+    torch.manual_seed(1)
+    model = from_torch(Plain(cell="gru").eval().state_dict(), arch="rnn_seq2seq")
+    sources, targets = [[3, 4, 5], [6]], [[7] * 40, [8, 9]]
+    want = model.score(sources, targets)
+    monkeypatch.setattr(scoring, "LOGITS_BUDGET", 20 * VT * 4)  # 20 positions: the 41 of row 0 do not fit
+    full = model.logits
+    monkeypatch.setattr(model, "logits", lambda *a: (_ for _ in ()).throw(AssertionError("one pass")))
+    got = scoring.score(model, sources[:1], targets[:1])
+    np.testing.assert_allclose(got[0].log_probs, want[0].log_probs, atol=1e-6, rtol=0)
+    monkeypatch.setattr(model, "logits", full)
+    assert [r.ids for r in scoring.score(model, sources, targets)] == [r.ids for r in want]

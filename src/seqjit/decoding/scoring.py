@@ -8,7 +8,8 @@ scores only the end token). Every log-probability is taken over the whole target
 the model's raw logits (no decoding rule applies: no suppressed tokens, no forced tokens).
 
 The batch runs natively: sorted by length, cut into batches of at most ``max_batch_size`` rows
-(fewer where the batch's logits would pass :data:`LOGITS_BUDGET` bytes), each encoded once and
+(fewer where the batch's logits would pass :data:`LOGITS_BUDGET` bytes; a target too long for that
+alone is stepped, holding one position's logits), each encoded once and
 decoded in one pass of the full-sequence decoder graph (``decoder_full``: causal self-attention
 over the whole target) where the architecture has one, else step by step with the given tokens as
 the previous tokens (the lowered step program run once per position, as the native greedy loop
@@ -141,7 +142,9 @@ def _score_rows(model, ids, lens, tgt_rows, rows) -> list:
         tgt_in[r, 1:t.shape[0] + 1] = t
         tgt_out[r, :t.shape[0]] = t
         tgt_out[r, t.shape[0]] = model.eos_id
-    if model.has_full_decoder() and getattr(model, "device", "cpu") == "cpu":
+    vocab = int(model.target_vocab_size or 1)
+    fits = rows.shape[0] * steps * vocab * 4 <= LOGITS_BUDGET  # else one row too long for one pass: stepped
+    if fits and model.has_full_decoder() and getattr(model, "device", "cpu") == "cpu":
         picked = _pick_full(model.logits(src, tgt_in, src_lens), tgt_out, n)
     else:
         picked = _pick_stepwise(model, src, src_lens, tgt_in, tgt_out)
