@@ -1,9 +1,10 @@
 """The ``seqjit`` command line (also ``python -m seqjit``).
 
 Each subcommand is a module of :mod:`seqjit.commands` with ``register(subparsers)``, which adds its
-parser and sets ``func(args) -> exit status``. Errors a user can fix (a missing model directory, a
-bad argument) print one ``seqjit: error: ...`` line and exit with status 2. ``--threads N`` is
-accepted before or after the subcommand; ``--version`` prints the version.
+parser and sets ``func(args) -> exit status`` (``seqjit score`` is ``score_targets``; ``scores`` holds
+translate's output scores). Errors a user can fix (a missing model directory, a bad argument) print
+one ``seqjit: error: ...`` line and exit with status 2. ``--threads N`` is accepted before or after
+the subcommand; ``--version`` prints the version.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import sys
 
 from seqjit.errors import ConfigError, ModelFormatError
 
-COMMANDS = ("demo", "g2p", "translate", "convert", "inspect", "bench")
+COMMANDS = ("demo", "g2p", "translate", "score_targets", "convert", "inspect", "bench")
 
 
 THREADS_HELP = "threads for Numba, OpenMP and BLAS (default: all cores)"

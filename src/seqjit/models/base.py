@@ -47,6 +47,7 @@ The Python API every model gets from this base class::
     logits, attn = model.step(state, prev_tokens, with_attention=True)
     state.reorder(beam_rows)                              # int [B'] rows to keep, in order
     model.logits(src_ids, tgt_ids, src_lengths)           # teacher forcing [B, T, V]
+    model.score(sources, targets)                         # per-token log-probs of given targets
     model.pad_id, model.eos_id, model.decoder_start_id, model.source_vocab_size
     model.source_pad_id                                   # the id filling a source past its length
     model.to("cuda"); model.device                        # run on the GPU (seqjit.gpu); "cpu" back
@@ -388,6 +389,14 @@ class Seq2SeqModel:
         (greedy or sampling); see :func:`seqjit.decoding.generate_stream` (the options: :meth:`generate`)."""
         arguments = {name: value for name, value in locals().items() if name not in ("self", "source", "unknown")}
         return _decoder().generate_stream(self, source, **arguments, **unknown)
+
+    def score(self, sources, targets, *, max_batch_size: int = 64) -> list:
+        """The log-probabilities of given ``targets`` (one token-id sequence per source), teacher-forced
+        as CTranslate2's ``score_batch``: one :class:`~seqjit.decoding.scoring.ScoringResult` per
+        source (``ids``: the target then the end token, ``log_probs``, ``score``); see
+        :func:`seqjit.decoding.scoring.score`."""
+        return importlib.import_module(DECODER + ".scoring").score(self, sources, targets,
+                                                                   max_batch_size=max_batch_size)
 
     def prepare(self):
         """Do now the part of a first decode that does not depend on the batch shape (importing the
