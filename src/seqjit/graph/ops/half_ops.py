@@ -9,9 +9,11 @@ from functools import partial
 
 import numpy as np
 
+from seqjit.graph.native_ops import _ACT, _I64, Unsupported, _contig, _rows, _threads
 from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, register
 from seqjit.graph.ops.kernel_ops import ACTIVATIONS, _out
 from seqjit.kernels.linear_half.spec import FORMATS
+from seqjit.kernels.linear_int8 import huge_pages
 
 _F32 = np.dtype(np.float32)
 _U16 = np.dtype(np.uint16)
@@ -40,8 +42,27 @@ def _linear_half_make(ctx):
     return partial(ctx.kernel("linear_half"), fmt=ctx.attrs["fmt"], activation=ctx.attrs["activation"], out=_out(ctx))
 
 
+def lower_linear_half(self, node, attrs):
+    """One OP_LINEAR_HALF: rows of x, the uint16 weight as stored ([N, K], read in place: no copy),
+    threads as the float linear's (the team of two from TEAM_MACS, the run's threads from
+    PARALLEL_MACS)."""
+    x, w, b = (list(node.inputs) + [None])[:3]
+    (y,) = node.outputs
+    m, k, ldx = _rows(self.arrays[x])
+    n = _contig(self.arrays[w], _U16).shape[0]
+    if b is not None:
+        _contig(self.arrays[b])
+    my, _, ldy = _rows(self.arrays[y])
+    if my != m:
+        raise Unsupported("linear_half rows")
+    huge_pages.advise(self.arrays[w])  # streamed from memory every step: 2 MB pages if large (in place)
+    self.emit("linear_half", [x, w, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], FORMATS[attrs["fmt"]]],
+              threads=_threads(m * n * k))
+
+
 register(OpDef("linear_half", ("x", "weight", "bias?"), _linear_half_infer, _linear_half_make,
-               attrs={"fmt": REQUIRED, "activation": None}, kernel="linear_half"))
+               attrs={"fmt": REQUIRED, "activation": None}, kernel="linear_half", native=lower_linear_half,
+               native_kernel=True))
 
 
 # -- embedding_half: rows of a uint16 table [V, D] -> float32 [..., L, D], times scale, + positions --
@@ -64,5 +85,16 @@ def _emb_half_make(ctx):
     return lambda ids, table, positions=None: fn(ids, table, fmt=fmt, scale=scale, positions=positions, out=out)
 
 
+def lower_embedding_half(self, node, attrs):
+    ids, table, pos = (list(node.inputs) + [None])[:3]
+    (y,) = node.outputs
+    ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table], _U16)
+    _contig(self.arrays[y])
+    length = 1 if pos is None else _contig(self.arrays[pos]).shape[0]
+    self.emit("embedding_half", [ids, table, pos, y], [ia.size, ta.shape[1], length, ta.shape[0], FORMATS[attrs["fmt"]]],
+              [float(np.float32(attrs["scale"]))])
+
+
 register(OpDef("embedding_half", ("ids", "table", "positions?"), _emb_half_infer, _emb_half_make,
-               attrs={"fmt": REQUIRED, "scale": 1.0}, kernel="embedding_half"))
+               attrs={"fmt": REQUIRED, "scale": 1.0}, kernel="embedding_half", native=lower_embedding_half,
+               native_kernel=True))
