@@ -1,13 +1,13 @@
 # Native linear_half and embedding_half for the replay VM: ``include "linear_half/_native.pxi"`` after
-# linear/_native.pxi (activations, the team, TEAM). The kernels of native_half.h: float32 products
-# over 16-bit weights (fp16 or bf16 bits) widened inside the kernel, column blocks over the run's
-# threads when the node was planned with threads, or two column halves over the team of two, as the
-# float linear splits them; then the activation.
+# linear/_native.pxi (activations, the team, TEAM, SJ_PANEL). The kernels of native_half.h: float32
+# products over 16-bit weights (fp16 or bf16 bits, packed in panels at lowering) widened inside the
+# kernel; whole panels over the run's threads when the node was planned with threads, or two halves
+# over the team of two, as the float linear splits a packed weight; then the activation.
 from libc.stdint cimport int64_t, uint16_t
 
 cdef extern from "linear_half/native_half.h" nogil:
-    void sj_half_gemv(const float *x, Py_ssize_t ldx, int M, const uint16_t *w, int bf, int K,
-                      const float *bias, float *y, Py_ssize_t ldy, int n0, int n1)
+    void sj_half_packed(const float *x, Py_ssize_t ldx, int M, const uint16_t *wp, int bf, int K, int N,
+                        const float *bias, float *y, Py_ssize_t ldy, int p0, int p1)
     Py_ssize_t sj_half_embedding(const int64_t *ids, Py_ssize_t n, const uint16_t *table, int bf, Py_ssize_t V,
                                  int D, float scale, const float *positions, Py_ssize_t L, float *out)
     int sj_half_pick()
@@ -24,9 +24,9 @@ cdef struct _HalfJob:
 
 
 cdef void _half_cols(_HalfJob* j, int n0, int n1) noexcept nogil:
-    """Columns [n0, n1) of the product, activation included."""
+    """Columns [n0, n1) of the product (n0 a multiple of SJ_PANEL, n1 too or N), activation included."""
     cdef int m
-    sj_half_gemv(j.x, j.ldx, j.M, j.w, j.bf, j.K, j.bias, j.y, j.ldy, n0, n1)
+    sj_half_packed(j.x, j.ldx, j.M, j.w, j.bf, j.K, j.N, j.bias, j.y, j.ldy, n0 // SJ_PANEL, sj_panels(n1))
     if j.act != _NONE:
         for m in range(j.M):
             sj_act_row(j.y + m * j.ldy + n0, NULL, j.y + m * j.ldy + n0, n1 - n0, j.act)
@@ -43,17 +43,18 @@ cdef void _half_part(void* ctx, int part) noexcept nogil:
 
 cdef void native_linear_half(const float* x, Py_ssize_t ldx, int M, int K, const uint16_t* w, int bf, int N,
                              const float* bias, float* y, Py_ssize_t ldy, int act, int nthreads) noexcept nogil:
-    """y[m, :N] = act(x[m, :K] @ widen(W)^T + bias) for m < M, W uint16 [N, K] (bf: bfloat16 bits, else
-    fp16). ``nthreads``: 1, the run's OpenMP threads (blocks of 16 columns), or TEAM (two halves)."""
+    """y[m, :N] = act(x[m, :K] @ widen(W)^T + bias) for m < M, W the uint16 [N, K] bits (bf: bfloat16,
+    else fp16) in panels. ``nthreads``: 1, the run's OpenMP threads (blocks of whole panels), or TEAM
+    (two halves of the panels)."""
     cdef int t, n0, n1, chunk
     cdef _HalfJob job
     job.x, job.ldx, job.M, job.K, job.N, job.act, job.bf = x, ldx, M, K, N, act, bf
     job.w, job.bias, job.y, job.ldy = w, bias, y, ldy
     if nthreads == TEAM and N >= 64:
-        job.mid = (N // 2 + 31) // 32 * 32 if N >= 128 else (N // 2 + 15) // 16 * 16
+        job.mid = min(N, sj_panels(N) // 2 * SJ_PANEL)
         sj_team_run(_half_part, &job)
-    elif nthreads > 1 and N > 16:
-        chunk = ((N + nthreads - 1) // nthreads + 15) // 16 * 16
+    elif nthreads > 1 and N > SJ_PANEL:
+        chunk = ((N + nthreads - 1) // nthreads + SJ_PANEL - 1) // SJ_PANEL * SJ_PANEL
         for t in prange(nthreads, nogil=True, num_threads=nthreads, schedule="static"):
             n0 = t * chunk
             n1 = N if n0 + chunk > N else n0 + chunk

@@ -1,21 +1,25 @@
 /* linear_half and embedding_half for the native replay (seqjit.graph._native_vm): float32 products
-   over 16-bit weights (IEEE fp16 or bf16 bits, uint16 [N, K] row-major, PyTorch's layout), widened
-   to float32 inside the kernel (exact) and accumulated in float32.
+   over 16-bit weights (IEEE fp16 or bf16 bits), widened to float32 inside the kernel (exact) and
+   accumulated in float32.
 
-   y[m, n] = dot(x[m, :], widen(W[n, :])) (+ bias[n]), columns [n0, n1) only (the caller splits N
-   over threads), every output summed exactly as the float32 GEMV (linear/native_gemv.h) sums it:
-   16-lane blocks into four chains, reduced by the same tree, the K % 16 tail in order. So a row's
-   result depends neither on the rows beside it nor on the path, and equals the float32 linear's
-   GEMV on the widened weights, bit for bit:
-   - one row of x and K a multiple of 16: each weight row converted in registers as it is read (F16C
-     vcvtph2ps / AVX-512's vcvtph2ps; bf16: zero-extend and shift left by 16), one pass over the
-     weight bytes (1.6x the widened path's speed at one row from memory, Zen 3);
-   - more rows, or a K % 16 tail (K <= SJ_HALF_BUF): blocks of weight rows widened into a 16 KB
-     float32 buffer on the stack (L1), then the float32 GEMV (sj_gemv_rows of native_gemv_body.h,
-     the same variant) over every row of x in blocks of SJ_HALF_MB rows: one conversion per weight
-     for all the rows. (The tail's products are rounded or fused as the compiler chose for the float
-     GEMV, so the one-row kernel leaves such K to it);
-   - K above SJ_HALF_BUF: the one-row kernel for each row, at every row count.
+   Layout: the weight uint16 [N, K] ("out_in", PyTorch's) packed once at lowering into panels as the
+   float32 packed layout (linear/native_packed.h; kernels/linear_half/packed.py): SJ_PANEL (32)
+   columns per panel, each panel K rows of 32 values, k-major and contiguous, zero past N. A product
+   streams the 16-bit bytes once, in order.
+
+   y[m, n] = dot(x[m, :], widen(W[n, :])) (+ bias[n]), the columns of panels [p0, p1) (the caller
+   splits the panels over threads). Every output is one FMA chain over k in order from zero, bias
+   added last, as the packed float32 kernel sums it, on every path, so a row's result depends
+   neither on the rows beside it, nor on the thread split, nor on the path:
+   - up to SJ_HALF_DIRECT (16) rows: each panel row converted in registers as it is read (F16C
+     vcvtph2ps / AVX-512's vcvtph2ps; bf16: zero-extend, shift left by 16), one x value broadcast per
+     row, a tile of rows x 32 columns in registers (6 rows with AVX-512, 3 with AVX2, 1 otherwise).
+     On the (busy, shared) Zen 3 host against widening (below), 512 x 2048 from memory, median of 15
+     alternating rounds: 1 row 139 vs 275 us, 3 rows 229 vs 541, 8 rows 625 vs 768, 16 rows level
+     within the noise (834 vs 797, 537 vs 692);
+   - more rows: each panel widened into a per-thread float32 buffer (K x 32 floats: in L2 for
+     Marian's K) and the packed float32 micro-kernel (native_packed_body.h's packed_rows, the same
+     variant) run over it for every row: one conversion per weight for all the rows.
 
    The body is compiled per instruction set (AVX-512 + F16C, AVX2 + FMA + F16C, the baseline: a
    portable bit conversion) and picked with the float GEMV's choice (sj_gemv_pick: $SEQJIT_ISA, or
@@ -26,6 +30,7 @@
 #include <stdint.h>
 #include <string.h>
 #include "linear/native_gemv.h"
+#include "linear/native_packed.h"
 #if defined(__GNUC__) && defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -33,10 +38,41 @@
 /* fmt codes (kernels/linear_half/spec.py: FORMATS) */
 #define SJ_HALF_F16 0
 #define SJ_HALF_BF16 1
-/* floats of the widened block of weight rows (16 KB: in L1 with a row block of x) */
-#define SJ_HALF_BUF 4096
-/* rows of x per pass over a widened block */
-#define SJ_HALF_MB 16
+/* rows up to which the weights are converted in registers (more: widened per panel) */
+#ifndef SJ_HALF_DIRECT
+#define SJ_HALF_DIRECT 16
+#endif
+
+/* The per-thread float32 buffer of one widened panel, kept and grown across calls (freed at thread
+   exit), as native_packed.h's x scratch (which packed_rows may use at the same time: a buffer of its
+   own). NULL when it cannot be had: the direct path then runs every row. */
+static pthread_key_t sj_half_key;
+static int sj_half_key_ok;
+static pthread_once_t sj_half_once = PTHREAD_ONCE_INIT;
+static void sj_half_key_make(void) { sj_half_key_ok = pthread_key_create(&sj_half_key, sj_pk_buffer_free) == 0; }
+static float *sj_half_scratch(size_t n) {
+    pthread_once(&sj_half_once, sj_half_key_make);
+    if (!sj_half_key_ok)
+        return NULL;
+    sj_pk_buffer *b = (sj_pk_buffer *)pthread_getspecific(sj_half_key);
+    if (!b) {
+        if (!(b = (sj_pk_buffer *)calloc(1, sizeof *b)))
+            return NULL;
+        if (pthread_setspecific(sj_half_key, b)) {
+            free(b);
+            return NULL;
+        }
+    }
+    if (b->n < n) {
+        const size_t want = (n + 4095) & ~(size_t)4095;
+        float *p = (float *)aligned_alloc(64, want * sizeof(float));
+        if (!p)
+            return NULL;
+        free(b->p);
+        b->p = p, b->n = want;
+    }
+    return b->p;
+}
 
 /* IEEE binary16 bits -> float32, exact (subnormals scaled by 2^-24; inf and NaN payloads kept) */
 static inline float sj_f16_to_f32(uint16_t h) {
@@ -100,17 +136,17 @@ static inline int sj_half_pick(void) {
     return isa;
 }
 
-static void sj_half_gemv(const float *x, ptrdiff_t ldx, int M, const uint16_t *w, int bf, int K,
-                         const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
+static void sj_half_packed(const float *x, ptrdiff_t ldx, int M, const uint16_t *wp, int bf, int K, int N,
+                           const float *bias, float *y, ptrdiff_t ldy, int p0, int p1) {
 #if defined(__GNUC__) && defined(__x86_64__)
     const int isa = sj_half_pick();
     if (isa == 2)
-        sj_half_gemv_avx512(x, ldx, M, w, bf, K, bias, y, ldy, n0, n1);
+        sj_half_packed_avx512(x, ldx, M, wp, bf, K, N, bias, y, ldy, p0, p1);
     else if (isa == 1)
-        sj_half_gemv_avx2(x, ldx, M, w, bf, K, bias, y, ldy, n0, n1);
+        sj_half_packed_avx2(x, ldx, M, wp, bf, K, N, bias, y, ldy, p0, p1);
     else
 #endif
-        sj_half_gemv_base(x, ldx, M, w, bf, K, bias, y, ldy, n0, n1);
+        sj_half_packed_base(x, ldx, M, wp, bf, K, N, bias, y, ldy, p0, p1);
 }
 
 /* out[i] = widen(table[ids[i]]) * scale (+ positions[i % L]), in float32; returns -1, or the index of

@@ -1,15 +1,19 @@
 /* Body of native_half.h, included once per instruction set with SJ_NAME(x) naming the variant. No
-   include guard: that is the point. 16 lanes are held as SJ_HNVP native vectors of SJ_HNVL floats
-   (one zmm with AVX-512, two ymm with AVX2, four xmm otherwise), summed lane for lane as
-   native_gemv_body.h's dot / dot_nv sum them. */
+   include guard: that is the point. Native vectors of SJ_HNVL floats: a zmm with AVX-512, a ymm with
+   AVX2, an xmm otherwise. */
+/* SJ_HTR: rows of the direct tile (accumulators for SJ_HTR x 32 columns plus one converted panel row
+   in the registers, and the broadcast x: 6 x 2 + 2 + 1 of 32 zmm, 2 x 4 + 4 + 1 of 16 ymm (3 rows
+   spilled: 16 rows 1417 against 839 us), 1 x 8 + 8 + 1 xmm) */
 #if defined(__AVX512F__)
 #define SJ_HNVL 16
+#define SJ_HTR 6
 #elif defined(__AVX__)
 #define SJ_HNVL 8
+#define SJ_HTR 2
 #else
 #define SJ_HNVL 4
+#define SJ_HTR 1
 #endif
-#define SJ_HNVP (SJ_LANES / SJ_HNVL)
 typedef float SJ_NAME(hv) __attribute__((vector_size(SJ_HNVL * 4)));
 typedef float SJ_NAME(hvu) __attribute__((vector_size(SJ_HNVL * 4), aligned(4)));
 
@@ -36,99 +40,91 @@ static inline __attribute__((always_inline)) SJ_NAME(hv) SJ_NAME(hload)(const ui
 #endif
 }
 
-/* the 16 lanes held in parts p[0..SJ_HNVP) summed as native_gemv_body.h's hsum */
-static inline __attribute__((always_inline)) float SJ_NAME(hhsum)(const SJ_NAME(hv) *p) {
-#if SJ_HNVL == 16
-    sj_v16 a = p[0];
-    sj_v8 h = __builtin_shufflevector(a, a, 0, 1, 2, 3, 4, 5, 6, 7) + __builtin_shufflevector(a, a, 8, 9, 10, 11, 12, 13, 14, 15);
-    sj_v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
-#elif SJ_HNVL == 8
-    sj_v8 h = p[0] + p[1];
-    sj_v4 q = __builtin_shufflevector(h, h, 0, 1, 2, 3) + __builtin_shufflevector(h, h, 4, 5, 6, 7);
-#else
-    sj_v4 q = (p[0] + p[2]) + (p[1] + p[3]);
-#endif
-    sj_v4 t = q + __builtin_shufflevector(q, q, 2, 3, 2, 3);
-    return t[0] + t[1];
-}
-
-/* dot(widen(w), x) over K, summed as native_gemv_body.h's dot: 16-lane block j into chain j % 4 (the
-   last 1-3 blocks of kv into chains 0-2), (c0 + c1) + (c2 + c3), the halving tree, then the last
-   K % 16 products in order */
-static inline __attribute__((always_inline)) float SJ_NAME(hdot)(const uint16_t *w, const float *x, int K, int kv,
-                                                                 int k4, const int bf) {
-    SJ_NAME(hv) c[4][SJ_HNVP];
-    for (int j = 0; j < 4; j++)
-        for (int i = 0; i < SJ_HNVP; i++) c[j][i] = (SJ_NAME(hv)){0};
-    int k = 0;
-    for (; k < k4; k += 4 * SJ_LANES)
-        for (int j = 0; j < 4; j++)
-            for (int i = 0; i < SJ_HNVP; i++) {
-                const int o = k + j * SJ_LANES + i * SJ_HNVL;
-                c[j][i] += SJ_NAME(hload)(w + o, bf) * *(const SJ_NAME(hvu) *)(x + o);
-            }
-    for (int j = 0; j < 3; j++)
-        if (k + j * SJ_LANES < kv)
-            for (int i = 0; i < SJ_HNVP; i++) {
-                const int o = k + j * SJ_LANES + i * SJ_HNVL;
-                c[j][i] += SJ_NAME(hload)(w + o, bf) * *(const SJ_NAME(hvu) *)(x + o);
-            }
-    SJ_NAME(hv) p[SJ_HNVP];
-    for (int i = 0; i < SJ_HNVP; i++) p[i] = (c[0][i] + c[1][i]) + (c[2][i] + c[3][i]);
-    float s = SJ_NAME(hhsum)(p);
-    for (int q = kv; q < K; q++) s += sj_half_to_f32(w[q], bf) * x[q];
-    return s;
-}
-
-/* the one-row kernel, for each of the M rows in turn: every weight row converted as it is read */
-static inline __attribute__((always_inline)) void SJ_NAME(half_rows_direct)(
-    const float *x, ptrdiff_t ldx, int M, const uint16_t *w, const int bf, int K, const float *bias, float *y,
-    ptrdiff_t ldy, int n0, int n1) {
-    const int kv = K - K % SJ_LANES;
-    const int k4 = kv - kv % (4 * SJ_LANES);
-    for (int n = n0; n < n1; n++) {
-        const uint16_t *wr = w + (ptrdiff_t)n * K;
-        const float b = bias ? bias[n] : 0.0f;
-        for (int m = 0; m < M; m++) y[m * ldy + n] = SJ_NAME(hdot)(wr, x + m * ldx, K, kv, k4, bf) + b;
+/* SJ_PANEL (32) columns of y for rows x[r] (r < mr, rows ldx apart) over one panel of packed 16-bit
+   weights (K rows of 32 values, k-major): per k, the panel row converted in registers and one x
+   value broadcast per row, each output one FMA chain over k in order from zero, bias added last:
+   the sums of native_packed_body.h's pk_tile, so this equals the packed float32 kernel on the
+   widened panel bit for bit. Only the first nv columns are stored. */
+static inline __attribute__((always_inline)) void SJ_NAME(half_tile)(const int mr, const float *x, ptrdiff_t ldx,
+                                                                     const uint16_t *wp, const int bf, int K,
+                                                                     const float *bias, float *y, ptrdiff_t ldy, int nv) {
+    enum { NV = SJ_PANEL / SJ_HNVL };
+    SJ_NAME(hv) c[SJ_HTR][NV];
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < NV; v++) c[r][v] = (SJ_NAME(hv)){0};
+    for (int k = 0; k < K; k++, wp += SJ_PANEL) {
+        SJ_NAME(hv) b[NV];
+        for (int v = 0; v < NV; v++) b[v] = SJ_NAME(hload)(wp + v * SJ_HNVL, bf);
+        for (int r = 0; r < mr; r++) {
+            const float a = x[r * ldx + k];
+            for (int v = 0; v < NV; v++) c[r][v] += a * b[v];
+        }
+    }
+    for (int r = 0; r < mr; r++) {
+        float t[SJ_PANEL];
+        for (int v = 0; v < NV; v++) *(SJ_NAME(hvu) *)(t + v * SJ_HNVL) = c[r][v];
+        for (int j = 0; j < nv; j++) y[r * ldy + j] = bias ? t[j] + bias[j] : t[j];
     }
 }
 
-/* rows r of w (K apart) widened into buf[r * K ...] for r < nr */
-static void SJ_NAME(half_widen)(const uint16_t *w, int nr, int K, int bf, float *buf) {
-    const ptrdiff_t n = (ptrdiff_t)nr * K, nv = n - n % SJ_HNVL;
+static inline __attribute__((always_inline)) void SJ_NAME(half_direct)(
+    const float *x, ptrdiff_t ldx, int M, const uint16_t *wp, const int bf, int K, int N, const float *bias, float *y,
+    ptrdiff_t ldy, int p0, int p1) {
+    for (int p = p0; p < p1; p++) {
+        const int n = p * SJ_PANEL, nv = N - n < SJ_PANEL ? N - n : SJ_PANEL;
+        const uint16_t *panel = wp + (ptrdiff_t)p * K * SJ_PANEL;
+        const float *bn = bias ? bias + n : NULL;
+        int m = 0;
+        for (; m + SJ_HTR <= M; m += SJ_HTR)
+            SJ_NAME(half_tile)(SJ_HTR, x + m * ldx, ldx, panel, bf, K, bn, y + m * ldy + n, ldy, nv);
+        switch (M - m) { /* the last 1 .. SJ_HTR - 1 rows, a constant tile each */
+#if SJ_HTR > 5
+        case 5: SJ_NAME(half_tile)(5, x + m * ldx, ldx, panel, bf, K, bn, y + m * ldy + n, ldy, nv); break;
+        case 4: SJ_NAME(half_tile)(4, x + m * ldx, ldx, panel, bf, K, bn, y + m * ldy + n, ldy, nv); break;
+        case 3: SJ_NAME(half_tile)(3, x + m * ldx, ldx, panel, bf, K, bn, y + m * ldy + n, ldy, nv); break;
+#endif
+#if SJ_HTR > 2
+        case 2: SJ_NAME(half_tile)(2, x + m * ldx, ldx, panel, bf, K, bn, y + m * ldy + n, ldy, nv); break;
+#endif
+#if SJ_HTR > 1
+        case 1: SJ_NAME(half_tile)(1, x + m * ldx, ldx, panel, bf, K, bn, y + m * ldy + n, ldy, nv); break;
+#endif
+        default: break;
+        }
+    }
+}
+
+/* n values at w widened into buf */
+static void SJ_NAME(half_widen)(const uint16_t *w, ptrdiff_t n, int bf, float *buf) {
+    const ptrdiff_t nv = n - n % SJ_HNVL;
     ptrdiff_t i = 0;
-    for (; i < nv; i += SJ_HNVL) *(SJ_NAME(hvu) *)(buf + i) = SJ_NAME(hload)(w + i, bf);
+    if (bf)
+        for (; i < nv; i += SJ_HNVL) *(SJ_NAME(hvu) *)(buf + i) = SJ_NAME(hload)(w + i, 1);
+    else
+        for (; i < nv; i += SJ_HNVL) *(SJ_NAME(hvu) *)(buf + i) = SJ_NAME(hload)(w + i, 0);
     for (; i < n; i++) buf[i] = sj_half_to_f32(w[i], bf);
 }
 
-static inline __attribute__((always_inline)) void SJ_NAME(half_gemv_fmt)(
-    const float *x, ptrdiff_t ldx, int M, const uint16_t *w, const int bf, int K, const float *bias, float *y,
-    ptrdiff_t ldy, int n0, int n1) {
-    /* one row of x: converted as read, when that sums as the widened path does (no K % 16 tail,
-       whose products the compiler may round apart from their sums in one and fuse in the other) */
-    if (K > SJ_HALF_BUF || K == 0 || (M == 1 && K % SJ_LANES == 0)) {
-        SJ_NAME(half_rows_direct)(x, ldx, M, w, bf, K, bias, y, ldy, n0, n1);
+/* y[m, n] = dot(x[m, :], widen(W[n, :])) (+ bias[n]) for m < M and the columns of panels [p0, p1) of
+   the packed 16-bit W (native_half.h) */
+static void SJ_NAME(half_packed)(const float *x, ptrdiff_t ldx, int M, const uint16_t *wp, int bf, int K, int N,
+                                 const float *bias, float *y, ptrdiff_t ldy, int p0, int p1) {
+    if (M <= 0 || p0 >= p1)
+        return;
+    float *buf = M > SJ_HALF_DIRECT && K > 0 ? sj_half_scratch((size_t)K * SJ_PANEL) : NULL;
+    if (!buf) {
+        if (bf)
+            SJ_NAME(half_direct)(x, ldx, M, wp, 1, K, N, bias, y, ldy, p0, p1);
+        else
+            SJ_NAME(half_direct)(x, ldx, M, wp, 0, K, N, bias, y, ldy, p0, p1);
         return;
     }
-    float buf[SJ_HALF_BUF] __attribute__((aligned(64)));
-    const int nb = SJ_HALF_BUF / K;
-    for (int n = n0; n < n1; n += nb) {
-        const int nr = n1 - n < nb ? n1 - n : nb;
-        SJ_NAME(half_widen)(w + (ptrdiff_t)n * K, nr, K, bf, buf);
-        for (int m = 0; m < M; m += SJ_HALF_MB)
-            SJ_NAME(gemv_rows)(x + m * ldx, ldx, M - m < SJ_HALF_MB ? M - m : SJ_HALF_MB, buf, K,
-                               bias ? bias + n : NULL, y + m * ldy + n, ldy, 0, nr);
+    for (int p = p0; p < p1; p++) {
+        const int n = p * SJ_PANEL, nv = N - n < SJ_PANEL ? N - n : SJ_PANEL;
+        SJ_NAME(half_widen)(wp + (ptrdiff_t)p * K * SJ_PANEL, (ptrdiff_t)K * SJ_PANEL, bf, buf);
+        SJ_NAME(packed_rows)(x, ldx, M, buf, K, nv, bias ? bias + n : NULL, y + n, ldy, 0, 1);
     }
 }
 
-/* y[m, n] = dot(x[m, :], widen(W[n, :])) (+ bias[n]) for m < M, n in [n0, n1) (native_half.h) */
-static void SJ_NAME(half_gemv)(const float *x, ptrdiff_t ldx, int M, const uint16_t *w, int bf, int K,
-                               const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
-    if (bf)
-        SJ_NAME(half_gemv_fmt)(x, ldx, M, w, 1, K, bias, y, ldy, n0, n1);
-    else
-        SJ_NAME(half_gemv_fmt)(x, ldx, M, w, 0, K, bias, y, ldy, n0, n1);
-}
-
-#undef SJ_HNVP
 #undef SJ_HNVL
+#undef SJ_HTR

@@ -2,7 +2,7 @@
 every instruction-set variant this host runs (forced in process through ``_native_vm.linear_isa``,
 and through ``SEQJIT_ISA`` in a fresh process) against the NumPy reference; each row's result
 identical at every row count 1..17 and at 1 or 2 threads (the team and OpenMP splits); odd K and N;
-the widened path bit for bit the float32 GEMV's on the widened weights."""
+every path bit for bit the packed float32 kernel's on the widened weights."""
 import json
 import os
 import subprocess
@@ -84,21 +84,46 @@ def test_activations_and_no_bias(variant, fmt, act, bias):
 
 
 @pytest.mark.parametrize("fmt", FMTS)
-@pytest.mark.parametrize("m", [1, 2, 4, 16])
-def test_widened_rows_equal_the_float_gemv_bit_for_bit(variant, fmt, m):
-    """Every row is the float32 GEMV's on the widened weights: the native float linear over
-    ``widen(W)`` one row at a time (its dot-product GEMV; at 3+ rows it may take its packed kernel,
-    which sums otherwise) gives the same bits."""
-    w = weights(48, 80, fmt, seed=6)
+@pytest.mark.parametrize("m", [1, 2, 5, 7, 16, 17])
+@pytest.mark.parametrize("k,n", [(80, 48), (1100, 40), (37, 70)])
+def test_rows_equal_the_packed_float_kernel_bit_for_bit(variant, monkeypatch, fmt, m, k, n):
+    """Every path (converted in registers up to 16 rows, widened panels past them) sums as the
+    packed float32 kernel does: the native float linear over ``widen(W)``, made to take its packed
+    kernel, gives the same bits (K 1100: the packed kernel's K blocks)."""
+    from seqjit.graph import kernel_choice
+
+    monkeypatch.setattr(kernel_choice, "choose", lambda *args, **kwargs: "packed")
+    w = weights(n, k, fmt, seed=6)
     wf = kernels.get("widen_half", "reference")(w, fmt)
-    x = _rng(7).standard_normal((m, 80)).astype(np.float32)
-    got = linear_half(x, w, None, fmt)
+    x = _rng(7).standard_normal((m, k)).astype(np.float32)
+    b = _rng(8).standard_normal(n).astype(np.float32)
 
     def build(g):
-        g.output(g.op("linear", g.input("x", dtype="float"), g.constant("w", wf)), name="y")
+        g.output(g.op("linear", g.input("x", dtype="float"), g.constant("w", wf), g.constant("b", b)), name="y")
 
-    for r in range(m):
-        np.testing.assert_array_equal(got[r:r + 1], native(build, {"x": x[r:r + 1]}), err_msg=f"row {r}")
+    np.testing.assert_array_equal(linear_half(x, w, b, fmt), native(build, {"x": x}))
+
+
+def test_panels_round_trip():
+    from seqjit.kernels.linear_half.packed import pack_half_panels, unpack_half_panels
+
+    for n in (1, 31, 32, 33, 100):
+        w = _rng(n).integers(0, 2**16, (n, 9)).astype(np.uint16)
+        wp = pack_half_panels(w)
+        assert wp.shape == (-(-n // 32), 9, 32) and wp.ctypes.data % 64 == 0
+        np.testing.assert_array_equal(unpack_half_panels(wp, n), w)
+        assert n % 32 == 0 or not wp[-1, :, n % 32:].any()  # zero (+0.0) past N
+
+
+def test_a_computed_weight_runs_as_a_callback():
+    """A weight computed in the graph has no panels: the node runs through the Python kernel."""
+    w = weights(8, 16, "float16", seed=1)
+    g = GraphBuilder("computed")
+    wv = g.op("identity", g.input("w", dtype="any"))
+    g.output(g.op("linear_half", g.input("x", dtype="float"), wv, fmt="float16"), name="y")
+    x = _rng(2).standard_normal((2, 16)).astype(np.float32)
+    y = Executor(g.build(), passes=(), replay="native").run({"x": x, "w": w})["y"]
+    np.testing.assert_allclose(y, kernels.get("linear_half", "reference")(x, w, fmt="float16"), **TOL)
 
 
 @pytest.mark.parametrize("fmt", FMTS)

@@ -5,6 +5,7 @@ A 16-bit weight is a uint16 constant holding fp16 or bf16 bits; the ``fmt`` attr
 """
 from __future__ import annotations
 
+import threading
 from functools import partial
 
 import numpy as np
@@ -13,7 +14,7 @@ from seqjit.graph.native_ops import _ACT, _I64, Unsupported, _contig, _rows, _th
 from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, register
 from seqjit.graph.ops.kernel_ops import ACTIVATIONS, _out
 from seqjit.kernels.linear_half.spec import FORMATS
-from seqjit.kernels.linear_int8 import huge_pages
+from seqjit.kernels.linear_half.packed import pack_half_panels
 
 _F32 = np.dtype(np.float32)
 _U16 = np.dtype(np.uint16)
@@ -42,21 +43,35 @@ def _linear_half_make(ctx):
     return partial(ctx.kernel("linear_half"), fmt=ctx.attrs["fmt"], activation=ctx.attrs["activation"], out=_out(ctx))
 
 
+_PACK_LOCK = threading.Lock()
+
+
+def _half_panels(lowering, name, w):
+    """``w``'s panels (kernels/linear_half/packed.py), made once per graph and shared by its plans."""
+    with _PACK_LOCK:
+        cache = lowering.plan.graph.__dict__.setdefault("_native_half_packed", {})
+        wp = cache.get(name)
+        if wp is None:
+            wp = cache[name] = pack_half_panels(w)
+    return wp
+
+
 def lower_linear_half(self, node, attrs):
-    """One OP_LINEAR_HALF: rows of x, the uint16 weight as stored ([N, K], read in place: no copy),
-    threads as the float linear's (the team of two from TEAM_MACS, the run's threads from
-    PARALLEL_MACS)."""
+    """One OP_LINEAR_HALF: rows of x, the uint16 weight packed in panels (a constant: packed once per
+    graph; a computed weight has no native form), threads as the float linear's (the team of two
+    from TEAM_MACS, the run's threads from PARALLEL_MACS)."""
     x, w, b = (list(node.inputs) + [None])[:3]
     (y,) = node.outputs
     m, k, ldx = _rows(self.arrays[x])
-    n = _contig(self.arrays[w], _U16).shape[0]
+    wa = _contig(self.arrays[w], _U16)
+    n = wa.shape[0]
     if b is not None:
         _contig(self.arrays[b])
     my, _, ldy = _rows(self.arrays[y])
-    if my != m:
-        raise Unsupported("linear_half rows")
-    huge_pages.advise(self.arrays[w])  # streamed from memory every step: 2 MB pages if large (in place)
-    self.emit("linear_half", [x, w, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], FORMATS[attrs["fmt"]]],
+    if my != m or w not in self.plan.graph.constants:
+        raise Unsupported("linear_half rows, or a computed weight")
+    wp = _half_panels(self, w, wa)
+    self.emit("linear_half", [x, wp, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], FORMATS[attrs["fmt"]]],
               threads=_threads(m * n * k))
 
 
