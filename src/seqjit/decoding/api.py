@@ -13,7 +13,6 @@ import threading
 import numpy as np
 
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
-from seqjit.models.contract import DEFAULT_MAX_LENGTH
 
 from . import native_beam, native_greedy
 from .beam import beam_search
@@ -24,7 +23,7 @@ from .inputs import (MAX_CHECKED, check_batching, check_vocab, drain, finished, 
 from .strategy import COMPACT_MIN_ROWS, NATIVE, RUNNER, Choice, choose
 from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .native_stream import native_stream
-from .options import DecodingOptions, document_options
+from .options import DecodingOptions, with_options
 from .results import GenerationResult, StepToken
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
@@ -47,15 +46,8 @@ def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int,
     return checked[0]
 
 
-@document_options
-def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None,
-             max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1, num_hypotheses: int = 1,
-             length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-             sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
-             seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
-             suppress_tokens: tuple | None = None, begin_suppress_tokens: tuple | None = None,
-             bad_words_ids: tuple | None = None, suppress_pad_token: bool | None = None,
-             return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
+@with_options
+def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
     """Decode every source; returns one :class:`GenerationResult` per source, in order.
 
     Sources are decoded in batches of at most ``max_batch_size`` (longest first, to pad little);
@@ -65,15 +57,13 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     as ``num_beams``, a misspelling) is an :class:`~seqjit.errors.UnknownOptionError` naming the
     option it probably means.
     """
-    return decode(model, sources, locals(), unknown)
+    return decode(model, sources, lengths, max_batch_size, callback, options)
 
 
-def decode(model, sources, arguments: dict, unknown: dict) -> list:
-    """:func:`generate` of ``arguments`` (its parameters by name: its ``locals()``, or
-    :meth:`Seq2SeqModel.generate <seqjit.models.base.Seq2SeqModel.generate>`'s) and ``unknown``
-    (the other keywords given)."""
-    options = given_options(arguments, unknown)
-    lengths, max_batch_size, callback = arguments["lengths"], arguments["max_batch_size"], arguments["callback"]
+def decode(model, sources, lengths, max_batch_size, callback, options: dict) -> list:
+    """:func:`generate` (also :meth:`Seq2SeqModel.generate <seqjit.models.base.Seq2SeqModel.generate>`)
+    with the decoding ``options`` given by keyword (any other name is refused by name)."""
+    options = given_options(options)
     if getattr(model, "device", "cpu") != "cpu":  # on a device: decoded by its runtime (seqjit.gpu.generate)
         return model.device_runtime.generate(model, sources, lengths=lengths, max_batch_size=max_batch_size,
                                              callback=callback, **options)
@@ -240,22 +230,15 @@ def _decode(model, state, opts, callback, choice: Choice, sources=None) -> list:
                                 sources=sources))
 
 
-@document_options
-def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
-                    num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
-                    no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
-                    sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
-                    forced_eos_id: int | None = None, suppress_tokens: tuple | None = None,
-                    begin_suppress_tokens: tuple | None = None, bad_words_ids: tuple | None = None,
-                    suppress_pad_token: bool | None = None, return_scores: bool = False, return_attention: bool = False,
-                    **unknown):
+@with_options
+def generate_stream(model, source, **options):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
 
     Each step runs in one native call (:mod:`~seqjit.decoding.native_stream`) where native greedy
     search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
     that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
     source row 0, as ``generate([source])``). Other keywords: as :func:`generate`."""
-    options = given_options(locals(), unknown)
+    options = given_options(options)
     opts = resolve_rules(model, parse_options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
