@@ -221,7 +221,7 @@ def generate_stream(model, source, **options):
     state = model.start_checked(batch.ids, batch.lengths, max_length=opts.max_length)
     try:
         tokens = None
-        if choose(model, opts, rows=1, max_batch_size=1).path in (RUNNER, NATIVE) and not opts.forces_tokens:
+        if choose(model, opts, rows=1, max_batch_size=1, stream=True).path == NATIVE:
             tokens = native_stream(model, state, opts, opts.suppressed)
         if tokens is None:
             tokens = greedy_search(model, state, opts, suppressed=opts.suppressed)

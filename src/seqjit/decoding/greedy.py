@@ -9,6 +9,12 @@ from . import processors
 from .results import GenerationResult, StepToken
 
 
+def supports(request) -> str | None:
+    """The Python loops' declaration (:func:`greedy_search`, :func:`seqjit.decoding.beam.beam_search`):
+    they decode every option, on every model (the specification the other paths are tested against)."""
+    return None
+
+
 def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream=True, need_scores=True,
                   sources=None):
     """Decode every row of ``state`` (a fresh DecoderState) greedily or by sampling.

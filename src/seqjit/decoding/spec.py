@@ -12,6 +12,7 @@ against the options reads the spec unchanged.
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -67,3 +68,17 @@ def decode_spec(model, opts: DecodingOptions, *, explicit: bool, rows: int, widt
         cache[key] = checked
     check_budget(checked[1], rows, checked[0])
     return with_seed(checked[0])
+
+
+class Request(NamedTuple):
+    """What a path's declaration (``supports(request) -> reason | None``) is asked about: the model,
+    the options (a :class:`DecodeSpec` or checked :class:`DecodingOptions`), how many sources the
+    call decodes in batches of at most ``max_batch_size``, its per-token ``callback`` and whether it
+    streams one source (``generate_stream``)."""
+
+    model: object
+    options: DecodingOptions
+    rows: int
+    max_batch_size: int = 64
+    callback: object = None
+    stream: bool = False

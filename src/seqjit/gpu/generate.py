@@ -23,10 +23,10 @@ from .beam import MAX_BEAM, beam_search
 from .greedy import greedy_search
 
 
-def declines(opts, callback, vocab: int) -> str | None:
-    """What in ``opts`` the device loops do not decode (then the CPU loops run on the device model),
-    in words; None when they decode it all. The device runtime's ``declines``, which
-    :func:`seqjit.decoding.strategy.choose` asks."""
+def supports(opts, callback, vocab: int) -> str | None:
+    """The device loops' declaration: what in ``opts`` they do not decode (then the CPU loops run on
+    the device model), in words; None when they decode it all. The device runtime's ``supports``,
+    which :func:`seqjit.decoding.strategy.choose` reads."""
     if callback is not None:
         return "a per-token callback"
     if opts.forces_tokens:
