@@ -33,6 +33,10 @@ TABLE = [
     (dict(bad_words_ids=((5, 6),)), PYTHON_ONLY, False),
     (dict(bad_words_ids=((5,),)), ALL, True),
     (dict(callback=CALLBACK), PYTHON_ONLY, False),
+    (dict(end_token=(0, 7)), PYTHON_ONLY, False),
+    (dict(end_token=7, beam_size=2), PYTHON_ONLY, False),
+    (dict(return_end_token=True), PYTHON_ONLY, False),
+    (dict(max_input_length=4, truncate_input=True), ALL, True),  # applied to the batch, before any path
 ]
 
 

@@ -52,14 +52,14 @@ def decode(model, sources, lengths, max_batch_size, callback, options: dict) -> 
                                              callback=callback, **options)
     opts = resolve_rules(model, parse_options(options))
     check_batching(max_batch_size, callback, opts)
-    batch = SourceBatch.of(model, sources, lengths)
+    batch = SourceBatch.of(model, sources, lengths).limited(opts)
     spec = decode_spec(model, opts, explicit="max_length" in options,
                        rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])
     choice = choose(model, spec, rows=len(batch), max_batch_size=max_batch_size, callback=callback)
     if choice.path == RUNNER:
         results = _runner_decode(model, batch, spec)
         if results is not None:
-            return results
+            return _marked(results, batch)
         choice = choice._replace(path=NATIVE, why="the runner's plans do not lower")
     results: list = [None] * len(batch)
     for part in batch.batches(max_batch_size):
@@ -70,6 +70,14 @@ def decode(model, sources, lengths, max_batch_size, callback, options: dict) -> 
             batch_results = _decode_parts(model, parts, spec, callback, choice)
         for i, length, res in zip(part.index.tolist(), part.lengths, batch_results):
             results[i] = finished(res, spec, length)
+    return _marked(results, batch)
+
+
+def _marked(results: list, batch: SourceBatch) -> list:
+    """``results`` (in the caller's order) with each truncated source's result saying so."""
+    if batch.truncated is not None:
+        for i in np.flatnonzero(batch.truncated).tolist():
+            results[int(batch.index[i])].truncated = True
     return results
 
 
@@ -216,7 +224,7 @@ def generate_stream(model, source, **options):
     opts = resolve_rules(model, parse_options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
-    batch = SourceBatch.of(model, [source])
+    batch = SourceBatch.of(model, [source]).limited(opts)
     opts = decode_spec(model, opts, explicit="max_length" in options, rows=1, width=batch.ids.shape[1])
     state = model.start_checked(batch.ids, batch.lengths, max_length=opts.max_length)
     try:

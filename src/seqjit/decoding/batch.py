@@ -9,17 +9,21 @@ import dataclasses
 
 import numpy as np
 
+from seqjit.errors import SourceTooLong
+
 from .inputs import check_vocab, pad_sources
 
 
 @dataclasses.dataclass(frozen=True)
 class SourceBatch:
     """Rows of sources: ``ids`` int64 [B, S] (padded with the model's source pad id, S >= 1),
-    ``lengths`` int64 [B], ``index`` int64 [B] (each row's position in the caller's sources)."""
+    ``lengths`` int64 [B], ``index`` int64 [B] (each row's position in the caller's sources),
+    ``truncated`` bool [B] or None (each row cut to ``max_input_length``: :meth:`limited`)."""
 
     ids: np.ndarray
     lengths: np.ndarray
     index: np.ndarray
+    truncated: np.ndarray | None = None
 
     @classmethod
     def of(cls, model, sources, lengths=None) -> "SourceBatch":
@@ -41,7 +45,22 @@ class SourceBatch:
         """The batch of ``rows`` (positions in this batch), as wide as its longest row."""
         lengths = self.lengths[rows]
         width = max(1, int(lengths.max())) if lengths.size else 1
-        return SourceBatch(self.ids[rows, :width], lengths, self.index[rows])
+        return SourceBatch(self.ids[rows, :width], lengths, self.index[rows],
+                           None if self.truncated is None else self.truncated[rows])
+
+    def limited(self, options) -> "SourceBatch":
+        """The batch under ``options.max_input_length`` (0: no limit): a longer source refused
+        (:class:`~seqjit.errors.SourceTooLong`, naming the first) or, with ``truncate_input``, cut
+        to its first ``max_input_length`` tokens (``truncated`` marks it)."""
+        limit = options.max_input_length
+        if not limit or int(self.lengths.max()) <= limit:
+            return self
+        over = self.lengths > limit
+        if not options.truncate_input:
+            i = int(np.flatnonzero(over)[0])
+            raise SourceTooLong(f"sources[{int(self.index[i])}] has {int(self.lengths[i])} tokens, more than "
+                                f"max_input_length {limit} (truncate_input=True cuts it instead)")
+        return SourceBatch(self.ids[:, :limit], np.minimum(self.lengths, limit), self.index, over)
 
     def by_length(self) -> np.ndarray:
         """Row positions longest first (ties in order)."""

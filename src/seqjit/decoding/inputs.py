@@ -168,7 +168,8 @@ def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
             token = getattr(opts, name)
             if token is not None and token >= vocab:
                 raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
-        for name, tokens in (("suppress_tokens", opts.suppress_tokens), ("begin_suppress_tokens", opts.begin_suppress_tokens),
+        for name, tokens in (("end_token", opts.end_ids(0) if opts.end_token is not None else ()),
+                             ("suppress_tokens", opts.suppress_tokens), ("begin_suppress_tokens", opts.begin_suppress_tokens),
                              ("bad_words_ids", [t for w in opts.bad_words_ids for t in w])):
             outside = [t for t in tokens if t >= vocab]
             if outside:

@@ -54,6 +54,10 @@ def native_declines(request) -> str | None:
         return "return_attention"
     if options.step_rules:
         return "a step-dependent suppression rule"
+    if options.end_ids(model.eos_id) != (model.eos_id,):
+        return "an end_token other than the model's"
+    if options.return_end_token:
+        return "return_end_token"
     return None
 
 

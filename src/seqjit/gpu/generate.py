@@ -29,6 +29,8 @@ def supports(opts, callback, vocab: int) -> str | None:
     which :func:`seqjit.decoding.strategy.choose` reads."""
     if callback is not None:
         return "a per-token callback"
+    if opts.end_token is not None or opts.return_end_token:
+        return "end_token or return_end_token"
     if opts.forces_tokens:
         return "a forced token"
     if opts.step_rules:
@@ -51,7 +53,7 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
     opts = resolve_rules(model, parse_options(options))
     check_batching(max_batch_size, callback, opts)
-    batch = SourceBatch.of(model, sources, lengths)
+    batch = SourceBatch.of(model, sources, lengths).limited(opts)
     spec = decode_spec(model, opts, explicit="max_length" in options,
                        rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])
     on_device = choose(model, spec, rows=len(batch), max_batch_size=max_batch_size, callback=callback).path == DEVICE
@@ -62,8 +64,9 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
             batch_results = _decode(model, state, spec, spec.suppressed, callback, part.index, on_device)
         finally:
             state.close()
-        for i, length, res in zip(part.index.tolist(), part.lengths, batch_results):
+        for k, (i, length, res) in enumerate(zip(part.index.tolist(), part.lengths, batch_results)):
             results[i] = finished(res, spec, length)
+            res.truncated = bool(part.truncated is not None and part.truncated[k])
     return results
 
 

@@ -84,6 +84,16 @@ class DecodingOptions:
     suppress_pad_token: bool | None = option(None,
         "ban the padding token (seqjit's default, as transformers does for Marian); False lets it be "
         "generated (as OpenNMT-py and JoeyNMT decode); None: the model's own (its config's, else True)")
+    end_token: int | tuple | None = option(None,
+        "the token id (or a list of ids) that ends a hypothesis, any of them (CTranslate2's end_token, "
+        "transformers' eos_token_id list); None: the model's own end token")
+    return_end_token: bool = option(False,
+        "keep the end token at the end of each hypothesis that has one (CTranslate2's return_end_token)")
+    max_input_length: int = option(0,
+        "a source longer than this many tokens is refused (SourceTooLong, naming it), or cut to its first "
+        "max_input_length tokens with truncate_input (the result's truncated says so); 0: no limit")
+    truncate_input: bool = option(False,
+        "cut sources longer than max_input_length instead of refusing them (CTranslate2 truncates)")
     return_scores: bool = option(False,
         'give each hypothesis its score (sum of token log-probabilities, length-penalised in beam search)')
     return_attention: bool = option(False,
@@ -91,7 +101,7 @@ class DecodingOptions:
 
     def __post_init__(self):
         # lists as tuples (the options are hashed); checked by validate
-        for name in ("suppress_tokens", "begin_suppress_tokens"):
+        for name in ("suppress_tokens", "begin_suppress_tokens", "end_token"):
             value = getattr(self, name)
             if isinstance(value, (list, np.ndarray)):
                 object.__setattr__(self, name, tuple(value.tolist() if isinstance(value, np.ndarray) else value))
@@ -105,6 +115,13 @@ class DecodingOptions:
         ``bad_words_ids`` entry of several tokens): the score processors of the Python loops apply
         those; the static bans (``suppress_tokens``, one-token bad words, the pad token) every loop."""
         return bool(self.begin_suppress_tokens) or any(len(w) > 1 for w in self.bad_words_ids or ())
+
+    def end_ids(self, model_eos: int) -> tuple:
+        """The token ids that end a hypothesis: ``end_token`` (one id or several), else ``model_eos``."""
+        end = self.end_token
+        if end is None:
+            return (int(model_eos),)
+        return tuple(int(t) for t in end) if isinstance(end, tuple) else (int(end),)
 
     @property
     def sampling(self) -> bool:
@@ -133,6 +150,7 @@ class DecodingOptions:
         integer("beam_size", 1)
         integer("num_hypotheses", 1)
         integer("no_repeat_ngram_size", 0)
+        integer("max_input_length", 0)
         integer("sampling_topk", 0)
         if self.max_length > MAX_LENGTH_LIMIT:
             raise ValueError(f"max_length {self.max_length} is more than seqjit decodes ({MAX_LENGTH_LIMIT} tokens)")
@@ -157,7 +175,7 @@ class DecodingOptions:
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)
                                       or not 0 <= self.seed < 1 << 64):
             raise ValueError(f"seed must be an integer in [0, 2**64) or None, got {self.seed!r}")
-        for name in ("return_scores", "return_attention"):
+        for name in ("return_scores", "return_attention", "return_end_token", "truncate_input"):
             value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):  # 'no' and 'false' are truthy
                 raise ValueError(f"{name} must be True or False, got {str(value)[:40]!r} ({type(value).__name__})")
@@ -166,6 +184,12 @@ class DecodingOptions:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
         self._validate_suppression()
+        end = self.end_token
+        if end is not None and not (isinstance(end, (int, np.integer)) and not isinstance(end, bool) and end >= 0) \
+                and not (isinstance(end, tuple) and end and all(isinstance(t, (int, np.integer))
+                                                                and not isinstance(t, bool) and t >= 0 for t in end)):
+            raise ValueError(f"end_token must be a non-negative token id, a non-empty list of them or None, "
+                             f"got {str(end)[:60]}")
         return self
 
     def _validate_suppression(self) -> None:
