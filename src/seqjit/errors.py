@@ -109,3 +109,8 @@ class InputError(ValueError):
     socket (not a file, a FIFO or a pipe), or a line runs past the longest line read (a stream
     without line breaks, such as a FIFO fed from ``/dev/zero``). The message names the input and,
     for a line, its number (``FILE:LINE``)."""
+
+
+class SourceTooLong(ValueError):
+    """A source is longer than the ``max_input_length`` of a decoding call (without
+    ``truncate_input``); the message names the source (its index) and both lengths."""

@@ -58,3 +58,18 @@ def test_n_best_option_errors(cli, marian, tmp_path, argv, message):
     (tmp_path / "in.txt").write_text("5 6\n")
     code, out, err = cli("translate", "--model", sj_dir, "--input", tmp_path / "in.txt", *argv)
     assert code == 2 and message in err
+
+
+def test_max_input_length_refuses_or_truncates_per_line(cli, marian, tmp_path):
+    """``--max-input-length 3``: the 5-token line is an error of its own (the others decode); with
+    ``--truncate-input`` it decodes as its first 3 tokens and says so."""
+    _, _, sj_dir = marian
+    model = seqjit.load(sj_dir)
+    code, rows, _ = _run(cli, sj_dir, tmp_path, "--max-input-length", 3)
+    assert code == 1 and "sources[0] has 5 tokens, more than max_input_length 3" in rows[1]["error"]
+    assert rows[1]["ids"] is None and [rows[0]["ids"], rows[2]["ids"]] == \
+        [r.ids[0] for r in model.generate([SOURCES[0], SOURCES[2]], max_length=MAX_LEN)]
+    code, rows, _ = _run(cli, sj_dir, tmp_path, "--max-input-length", 3, "--truncate-input")
+    cut = model.generate([s[:3] for s in SOURCES], max_length=MAX_LEN)
+    assert [row["ids"] for row in rows[:3]] == [r.ids[0] for r in cut]
+    assert [row.get("truncated", False) for row in rows[:3]] == [False, True, False]

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import seqjit
-from seqjit.decoding import api, greedy, native_greedy, strategy
+from seqjit.decoding import api, greedy, native_greedy
 from seqjit.graph import _native_vm
 from seqjit.kernels.sampling import philox
 
@@ -64,7 +64,7 @@ def test_native_sampling_equals_python_loop(pairs, name, native_calls, monkeypat
         native_calls.clear()
         if python is None:
             with monkeypatch.context() as m:
-                m.setattr(strategy, "_python_because", lambda *a: "the Python loop, by the test")
+                m.setattr("seqjit.decoding.native_greedy.native_declines", lambda *a: "the Python loop, by the test")
                 want = native.generate(sources, **kw)
             assert not native_calls
         else:

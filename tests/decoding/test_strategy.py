@@ -115,8 +115,10 @@ def test_batching_arguments_are_checked_as_on_the_gpu(marian_pair, bad):
 
 @pytest.fixture
 def id_checks(monkeypatch):
-    """The id checks a call ran, by name: the decoding layer's (``pad_sources``, ``check_vocab``) and
-    the model's (``check_ids``, which ``Seq2SeqModel.start``'s ``check_source`` runs)."""
+    """The id checks a call ran, by name: the decoding layer's (``pad_sources``, ``check_vocab``, which
+    :class:`~seqjit.decoding.batch.SourceBatch` runs) and the model's (``check_ids``, which
+    ``Seq2SeqModel.start``'s ``check_source`` runs)."""
+    from seqjit.decoding import batch
     from seqjit.models import contract
 
     calls = []
@@ -124,8 +126,8 @@ def id_checks(monkeypatch):
     def spy(owner, name):
         real = getattr(owner, name)
         monkeypatch.setattr(owner, name, lambda *a, **k: calls.append(name) or real(*a, **k))
-    spy(api, "pad_sources")
-    spy(api, "check_vocab")
+    spy(batch, "pad_sources")
+    spy(batch, "check_vocab")
     spy(contract, "check_ids")
     return calls
 

@@ -146,11 +146,11 @@ def test_what_the_device_loops_leave_to_the_host_loops(pairs):
 def test_the_source_ids_are_checked_once_per_call(pairs, monkeypatch, options):
     """On the device too: the decoding layer's one check (pad_sources, check_vocab), none by the
     model's start (``check_ids``), greedy, beam and sampling alike."""
-    from seqjit.gpu import generate as device_generate
+    from seqjit.decoding import batch
     from seqjit.models import contract
 
     calls = []
-    for owner, name in ((device_generate, "pad_sources"), (device_generate, "check_vocab"), (contract, "check_ids")):
+    for owner, name in ((batch, "pad_sources"), (batch, "check_vocab"), (contract, "check_ids")):
         real = getattr(owner, name)
         monkeypatch.setattr(owner, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
     _, gpu = pairs["transformer"]

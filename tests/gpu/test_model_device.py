@@ -97,7 +97,7 @@ def test_the_device_runtime_implements_the_decoder_step_contract_itself():
     from seqjit.gpu.runtime import DeviceRuntime
     from seqjit.models.base import Seq2SeqModel
 
-    for name in ("start", "start_from", "step", "upload", "generate", "declines"):
+    for name in ("start", "start_from", "step", "upload", "generate", "supports"):
         assert name in vars(DeviceRuntime), name
     for name in ("start", "start_from", "step"):
         assert vars(DeviceRuntime)[name] is not vars(Seq2SeqModel)[name]

@@ -329,11 +329,12 @@ def test_a_large_float32_model_splits_only_into_parts_of_enough_step_rows(model_
     SPLIT_MIN_ROWS sources."""
     import seqjit
     from seqjit.decoding import api, strategy
+    from seqjit.decoding.batch import SourceBatch
     from seqjit.decoding.inputs import parse_options
 
     _, native, _, _ = model_pairs[0]
     lens = np.arange(16, 0, -1)
-    order = np.arange(16)
+    batch = SourceBatch(np.ones((16, 16), np.int64), lens, np.arange(16))
     before = seqjit.get_num_threads()
     try:
         seqjit.set_num_threads(2)
@@ -343,7 +344,7 @@ def test_a_large_float32_model_splits_only_into_parts_of_enough_step_rows(model_
             choice = strategy.choose(model, opts, rows=16)
             assert choice.path == "native", choice.why
             model.__dict__.pop("_split_streamed", None)
-            return len(api._parts(model, choice, order, lens, opts))
+            return len(api._parts(model, choice, batch, opts))
 
         small = sum(a.nbytes for a in native.weights.values())
         assert small < api.STREAMED_WEIGHT_BYTES
@@ -361,6 +362,7 @@ def test_batches_split_over_threads_equal_one_thread(model_pairs):
     """With 2 threads a batch of 24 decodes as parts on two threads; the results are the same."""
     import seqjit
     from seqjit.decoding import api, strategy
+    from seqjit.decoding.batch import SourceBatch
     from seqjit.decoding.inputs import parse_options
 
     _, native, python, _ = model_pairs[0]
@@ -368,14 +370,14 @@ def test_batches_split_over_threads_equal_one_thread(model_pairs):
     before = seqjit.get_num_threads()
     try:
         seqjit.set_num_threads(2)
-        lens = np.array([len(s) for s in sources])
-        order = np.argsort(-lens, kind="stable")
+        batch = SourceBatch.of(native, sources)
+        order = batch.by_length()
         opts = parse_options(dict(max_length=12))
         choice = strategy.choose(native, opts, rows=len(sources))
         assert choice.path == "native", choice.why
-        parts = api._parts(native, choice, order, lens, opts)
+        parts = api._parts(native, choice, batch.take(order), opts)
         assert len(parts) == 2 and min(len(p) for p in parts) >= api.SPLIT_MIN_ROWS
-        assert np.array_equal(np.concatenate(parts), order)
+        assert np.array_equal(np.concatenate([p.index for p in parts]), order)
         split = native.generate(sources, max_length=12, return_scores=True)
         seqjit.set_num_threads(1)
         whole = native.generate(sources, max_length=12, return_scores=True)

@@ -67,6 +67,11 @@ def register(subparsers) -> None:
                         "max_positions when smaller)")
     p.add_argument("--min-length", type=int, default=0, metavar="N",
                    help="the end token is forbidden before N generated tokens (default: 0; JoeyNMT's searches: 1)")
+    p.add_argument("--max-input-length", type=int, default=0, metavar="N",
+                   help="a line of more than N source tokens is an error for that line, or with --truncate-input "
+                        "is cut to its first N (JSON: \"truncated\": true) (default: 0, no limit)")
+    p.add_argument("--truncate-input", action="store_true",
+                   help="cut lines longer than --max-input-length instead of refusing them")
     p.add_argument("--max-batch-tokens", type=int, default=4096, metavar="N",
                    help="at most N padded source tokens per batch (default: 4096)")
     p.add_argument("--max-batch-size", type=int, default=256, metavar="N", help="at most N sources per batch (default: 256)")
@@ -98,7 +103,8 @@ def json_line(result, error, codec, *, beam: bool, max_length: int) -> str:
         hypotheses.append({"ids": ids, "text": codec.decode(ids) if codec is not None else None,
                            **both_scores(score, output_length(ids, max_length), beam=beam)})
     best = hypotheses[0] if hypotheses else {"ids": None, "text": None, "score": None, "normalized_score": None}
-    return json.dumps({**best, "hypotheses": hypotheses, "error": error}, ensure_ascii=False)
+    truncated = {"truncated": True} if getattr(result, "truncated", False) else {}
+    return json.dumps({**best, "hypotheses": hypotheses, "error": error, **truncated}, ensure_ascii=False)
 
 
 # -- the command -----------------------------------------------------------------------------------
@@ -130,6 +136,11 @@ def run(args) -> int:
         raise ValueError(f"--min-length must be 0 or more, got {min_length}")
     if min_length and args.ray is not None:
         raise ValueError("--min-length is not supported with --ray yet")
+    max_input = getattr(args, "max_input_length", 0)
+    if max_input < 0:
+        raise ValueError(f"--max-input-length must be 0 or more, got {max_input}")
+    if (max_input or getattr(args, "truncate_input", False)) and args.ray is not None:
+        raise ValueError("--max-input-length and --truncate-input are not supported with --ray yet")
     if json_out and args.ray is not None:
         raise ValueError("--format json is not supported with --ray yet")
     check_input(args.input)  # missing, a directory or a device: an error before the model loads
@@ -146,7 +157,8 @@ def run(args) -> int:
     max_positions = getattr(model.config, "max_positions", None)
     max_length = resolve_max_length(args.max_length, max_positions)
     options = dict(beam_size=args.beam_size, max_length=max_length, min_length=min_length, num_hypotheses=hypotheses,
-                   return_scores=json_out, **forced)
+                   return_scores=json_out, max_input_length=max_input,
+                   truncate_input=bool(getattr(args, "truncate_input", False)), **forced)
 
     def run_batch(items):
         try:

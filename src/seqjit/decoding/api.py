@@ -13,49 +13,24 @@ import threading
 import numpy as np
 
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
-from seqjit.models.contract import DEFAULT_MAX_LENGTH
 
 from . import native_beam, native_greedy
 from .beam import beam_search
 from .greedy import greedy_search
 from .runner_pool import RunnerPool
-from .inputs import (MAX_CHECKED, check_batching, check_vocab, drain, finished, given_options, pad_sources,
-                     parse_options, resolve_rules, suppressed_tokens, with_seed)
+from .batch import SourceBatch
+from .inputs import check_batching, drain, finished, given_options, pad_sources, parse_options, resolve_rules
 from .strategy import COMPACT_MIN_ROWS, NATIVE, RUNNER, Choice, choose
-from .limits import check_budget, check_max_length, checked_length, decode_bytes
 from .native_stream import native_stream
-from .options import DecodingOptions, document_options
+from .options import DecodingOptions, with_options
+from .spec import decode_spec
 from .results import GenerationResult, StepToken
 
 __all__ = ["generate", "generate_stream", "DecodingOptions", "GenerationResult", "StepToken", "pad_sources"]
 
 
-def _checked_max_length(model, opts: DecodingOptions, explicit: bool, rows: int, width: int) -> DecodingOptions:
-    """:func:`check_max_length`: the checked options and the bytes the decode needs remembered per
-    model for the options, ``explicit``, ``rows`` and source ``width``; the budget checked every
-    call (the memory available changes)."""
-    cache = model.__dict__.setdefault("_checked_max_length", {})
-    key = (opts, explicit, rows, width)
-    checked = cache.get(key)
-    if checked is None:
-        options = checked_length(model, opts, explicit=explicit)
-        checked = (options, decode_bytes(model, options, rows, width))
-        if len(cache) >= MAX_CHECKED:
-            cache.clear()
-        cache[key] = checked
-    check_budget(checked[1], rows, checked[0])
-    return checked[0]
-
-
-@document_options
-def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None,
-             max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1, num_hypotheses: int = 1,
-             length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-             sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
-             seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
-             suppress_tokens: tuple | None = None, begin_suppress_tokens: tuple | None = None,
-             bad_words_ids: tuple | None = None, suppress_pad_token: bool | None = None,
-             return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
+@with_options
+def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
     """Decode every source; returns one :class:`GenerationResult` per source, in order.
 
     Sources are decoded in batches of at most ``max_batch_size`` (longest first, to pad little);
@@ -65,41 +40,44 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     as ``num_beams``, a misspelling) is an :class:`~seqjit.errors.UnknownOptionError` naming the
     option it probably means.
     """
-    return decode(model, sources, locals(), unknown)
+    return decode(model, sources, lengths, max_batch_size, callback, options)
 
 
-def decode(model, sources, arguments: dict, unknown: dict) -> list:
-    """:func:`generate` of ``arguments`` (its parameters by name: its ``locals()``, or
-    :meth:`Seq2SeqModel.generate <seqjit.models.base.Seq2SeqModel.generate>`'s) and ``unknown``
-    (the other keywords given)."""
-    options = given_options(arguments, unknown)
-    lengths, max_batch_size, callback = arguments["lengths"], arguments["max_batch_size"], arguments["callback"]
+def decode(model, sources, lengths, max_batch_size, callback, options: dict) -> list:
+    """:func:`generate` (also :meth:`Seq2SeqModel.generate <seqjit.models.base.Seq2SeqModel.generate>`)
+    with the decoding ``options`` given by keyword (any other name is refused by name)."""
+    options = given_options(options)
     if getattr(model, "device", "cpu") != "cpu":  # on a device: decoded by its runtime (seqjit.gpu.generate)
         return model.device_runtime.generate(model, sources, lengths=lengths, max_batch_size=max_batch_size,
                                              callback=callback, **options)
     opts = resolve_rules(model, parse_options(options))
     check_batching(max_batch_size, callback, opts)
-    ids, lens = pad_sources(sources, model.source_pad_id, lengths)
-    check_vocab(model, ids, lens)
-    opts = with_seed(_checked_max_length(model, opts, "max_length" in options,
-                                          min(max_batch_size, ids.shape[0]) * opts.beam_size, ids.shape[1]))
-    choice = choose(model, opts, rows=ids.shape[0], max_batch_size=max_batch_size, callback=callback)
+    batch = SourceBatch.of(model, sources, lengths).limited(opts)
+    spec = decode_spec(model, opts, explicit="max_length" in options,
+                       rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])
+    choice = choose(model, spec, rows=len(batch), max_batch_size=max_batch_size, callback=callback)
     if choice.path == RUNNER:
-        results = _runner_decode(model, ids, lens, opts)
+        results = _runner_decode(model, batch, spec)
         if results is not None:
-            return results
+            return _marked(results, batch)
         choice = choice._replace(path=NATIVE, why="the runner's plans do not lower")
-    order = np.argsort(-lens, kind="stable")
-    results: list = [None] * ids.shape[0]
-    for start in range(0, order.shape[0], max_batch_size):
-        chunk = order[start:start + max_batch_size]
-        parts = _parts(model, choice, chunk, lens, opts)
+    results: list = [None] * len(batch)
+    for part in batch.batches(max_batch_size):
+        parts = _parts(model, choice, part, spec)
         if len(parts) == 1:
-            batch_results = _decode_rows(model, ids, lens, chunk, opts, callback, choice)
+            batch_results = _decode_rows(model, part, spec, callback, choice)
         else:
-            batch_results = _decode_parts(model, ids, lens, parts, opts, callback, choice)
-        for i, res in zip(chunk, batch_results):
-            results[i] = finished(res, opts, lens[i])
+            batch_results = _decode_parts(model, parts, spec, callback, choice)
+        for i, length, res in zip(part.index.tolist(), part.lengths, batch_results):
+            results[i] = finished(res, spec, length)
+    return _marked(results, batch)
+
+
+def _marked(results: list, batch: SourceBatch) -> list:
+    """``results`` (in the caller's order) with each truncated source's result saying so."""
+    if batch.truncated is not None:
+        for i in np.flatnonzero(batch.truncated).tolist():
+            results[int(batch.index[i])].truncated = True
     return results
 
 
@@ -133,19 +111,19 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_pool_after_fork)
 
 
-def _parts(model, choice: Choice, rows: np.ndarray, lens: np.ndarray, opts) -> list:
-    """``rows`` (sorted by source length, longest first) cut into parts of about equal work (each
+def _parts(model, choice: Choice, batch: SourceBatch, opts) -> list:
+    """``batch`` (sorted by source length, longest first) cut into parts of about equal work (each
     row weighs its source length plus max_length: encoder and decoder steps); contiguous in length,
     so each part pads little. Only a native decode is split (:func:`_least_part` rows a part at least)."""
     threads = get_num_threads()
     least = _least_part(model, opts)
-    count = min(threads, rows.shape[0] // least)
+    count = min(threads, len(batch) // least)
     if count < 2 or choice.path != NATIVE:
-        return [rows]
-    work = np.cumsum(lens[rows] + opts.max_length)
+        return [batch]
+    work = np.cumsum(batch.lengths + opts.max_length)
     cuts = np.searchsorted(work, work[-1] * np.arange(1, count) / count)
-    cuts = np.clip(cuts, least * np.arange(1, count), rows.shape[0] - least * np.arange(count - 1, 0, -1))
-    return np.split(rows, cuts)
+    cuts = np.clip(cuts, least * np.arange(1, count), len(batch) - least * np.arange(count - 1, 0, -1))
+    return [batch.take(rows) for rows in np.split(np.arange(len(batch)), cuts)]
 
 
 def _least_part(model, opts) -> int:
@@ -165,14 +143,14 @@ def _least_part(model, opts) -> int:
 _pools_lock = threading.Lock()
 
 
-def _runner_decode(model, ids, lens, opts) -> list | None:
+def _runner_decode(model, batch: SourceBatch, opts) -> list | None:
     """The ``runner`` path (:func:`~seqjit.decoding.strategy.choose`): the whole batch through the
     model's :class:`~seqjit.decoding.runner_pool.RunnerPool`; None when its plans do not lower."""
     pool = model.__dict__.get("_greedy_runners")
     if pool is None:
         with _pools_lock:
             pool = model.__dict__.setdefault("_greedy_runners", RunnerPool())
-    results = pool.decode(model, ids, lens, opts, np.array(suppressed_tokens(model, opts), np.int64))
+    results = pool.decode(model, batch.ids, batch.lengths, opts, opts.banned)
     if results is not None and not opts.return_scores:
         for res in results:
             res.scores = None
@@ -185,22 +163,16 @@ def _runner_decode(model, ids, lens, opts) -> list | None:
 WIDTH_BUCKET = 4
 
 
-def _decode_rows(model, ids, lens, rows, opts, callback, choice: Choice) -> list:
-    width = max(1, int(lens[rows].max()))
-    src = ids[rows, :width]
-    if rows.shape[0] >= COMPACT_MIN_ROWS and width % WIDTH_BUCKET:
-        width += WIDTH_BUCKET - width % WIDTH_BUCKET
-        src = np.concatenate([ids[rows, :width], np.full((rows.shape[0], max(0, width - ids.shape[1])),
-                                                         model.source_pad_id, np.int64)],
-                             axis=1)
-    state = model.start_checked(src, lens[rows], max_length=opts.max_length)
+def _decode_rows(model, batch: SourceBatch, opts, callback, choice: Choice) -> list:
+    src = batch.padded_to(WIDTH_BUCKET, model.source_pad_id) if len(batch) >= COMPACT_MIN_ROWS else batch.ids
+    state = model.start_checked(src, batch.lengths, max_length=opts.max_length)
     try:
-        return _decode(model, state, opts, callback, choice, rows)
+        return _decode(model, state, opts, callback, choice, batch.index)
     finally:
         state.close()
 
 
-def _decode_parts(model, ids, lens, parts, opts, callback, choice: Choice) -> list:
+def _decode_parts(model, parts, opts, callback, choice: Choice) -> list:
     """Each part on its own thread (the calling thread takes the first), one intra-op thread each;
     the native decode releases the GIL, so the parts run in parallel."""
     global _pool
@@ -213,7 +185,7 @@ def _decode_parts(model, ids, lens, parts, opts, callback, choice: Choice) -> li
 
     def run(rows):
         with thread_cap(1):
-            return _decode_rows(model, ids, lens, rows, opts, callback, choice)
+            return _decode_rows(model, rows, opts, callback, choice)
 
     futures = [_pool.submit(run, rows) for rows in parts[1:]]
     first = run(parts[0])
@@ -225,7 +197,7 @@ def _decode(model, state, opts, callback, choice: Choice, sources=None) -> list:
     batch) on ``choice``'s path: the native decode (greedy, sampling or beam search in one call), or
     the Python loops (:func:`~seqjit.decoding.greedy.greedy_search`, which draws from the same
     stream, and :func:`~seqjit.decoding.beam.beam_search`), also where the step plan does not lower."""
-    suppressed = suppressed_tokens(model, opts)
+    suppressed = opts.suppressed
     if choice.path == NATIVE:
         if opts.beam_size > 1:
             results = native_beam.native_beam(model, state, opts, suppressed)
@@ -240,36 +212,27 @@ def _decode(model, state, opts, callback, choice: Choice, sources=None) -> list:
                                 sources=sources))
 
 
-@document_options
-def generate_stream(model, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
-                    num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
-                    no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
-                    sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
-                    forced_eos_id: int | None = None, suppress_tokens: tuple | None = None,
-                    begin_suppress_tokens: tuple | None = None, bad_words_ids: tuple | None = None,
-                    suppress_pad_token: bool | None = None, return_scores: bool = False, return_attention: bool = False,
-                    **unknown):
+@with_options
+def generate_stream(model, source, **options):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
 
     Each step runs in one native call (:mod:`~seqjit.decoding.native_stream`) where native greedy
     search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
     that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
     source row 0, as ``generate([source])``). Other keywords: as :func:`generate`."""
-    options = given_options(locals(), unknown)
+    options = given_options(options)
     opts = resolve_rules(model, parse_options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
-    ids, lens = pad_sources([source], model.source_pad_id)
-    check_vocab(model, ids, lens)
-    opts = with_seed(check_max_length(model, opts, explicit="max_length" in options, rows=1,
-                                       source_length=ids.shape[1]))
-    state = model.start_checked(ids, lens, max_length=opts.max_length)
+    batch = SourceBatch.of(model, [source]).limited(opts)
+    opts = decode_spec(model, opts, explicit="max_length" in options, rows=1, width=batch.ids.shape[1])
+    state = model.start_checked(batch.ids, batch.lengths, max_length=opts.max_length)
     try:
         tokens = None
-        if choose(model, opts, rows=1, max_batch_size=1).path in (RUNNER, NATIVE) and not opts.forces_tokens:
-            tokens = native_stream(model, state, opts, suppressed_tokens(model, opts))
+        if choose(model, opts, rows=1, max_batch_size=1, stream=True).path == NATIVE:
+            tokens = native_stream(model, state, opts, opts.suppressed)
         if tokens is None:
-            tokens = greedy_search(model, state, opts, suppressed=suppressed_tokens(model, opts))
+            tokens = greedy_search(model, state, opts, suppressed=opts.suppressed)
         yield from tokens
     finally:
         state.close()

@@ -1,4 +1,5 @@
-"""Greedy decoding and sampling: one hypothesis per source, finished rows leave the batch."""
+"""Greedy decoding and sampling: the token choosers of the decode loop (argmax, the Philox sampler),
+one hypothesis per source; finished rows leave the batch."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,12 +7,20 @@ import numpy as np
 from seqjit.kernels.sampling import philox
 
 from . import processors
-from .results import GenerationResult, StepToken
+from .loop import decode_loop
+from .results import GenerationResult
+
+
+def supports(request) -> str | None:
+    """The Python loops' declaration (:func:`greedy_search`, :func:`seqjit.decoding.beam.beam_search`):
+    they decode every option, on every model (the specification the other paths are tested against)."""
+    return None
 
 
 def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream=True, need_scores=True,
                   sources=None):
-    """Decode every row of ``state`` (a fresh DecoderState) greedily or by sampling.
+    """Decode every row of ``state`` (a fresh DecoderState) greedily or by sampling: the decode loop
+    (:func:`~seqjit.decoding.loop.decode_loop`) with a :class:`TokenChooser`.
 
     Yields :class:`StepToken` as tokens are produced (for streaming) and returns the list of
     :class:`GenerationResult` (one per source row) as the generator's value. ``on_token(StepToken)``
@@ -28,62 +37,101 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream
     caller's batch (default: its row in ``state``), so a source samples the same tokens in any batch.
     ``options.seed`` None: a fresh 64-bit seed from the operating system for this decode.
     """
-    batch = state.batch
-    eos = model.eos_id
-    if options.sampling:
-        seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
-        sources = np.arange(batch, dtype=np.int64) if sources is None else np.asarray(sources, np.int64)
-        if sources.shape != (batch,):
-            raise ValueError(f"sources must have one index per row ({batch}), got shape {list(sources.shape)}")
-    alive = np.arange(batch)                       # source index of each live row
-    history = np.full((batch, 1), model.decoder_start_id, np.int64)
-    scores = np.zeros(batch, np.float64)
-    attn_hist = [[] for _ in range(batch)]
-    results: list = [None] * batch
-    fast = not need_scores and not options.sampling and options.repetition_penalty == 1.0 \
-        and options.no_repeat_ngram_size == 0 and not options.forces_tokens and not options.step_rules
-    for t in range(options.max_length):
-        out = model.step(state, history[:, -1], with_attention=options.return_attention, copy=False)
-        logits, attention = out if options.return_attention else (out, None)
-        tokens = _plain_argmax(logits, t, options, eos, suppressed) if fast else None
+    chooser = TokenChooser(model, state.batch, options, suppressed, need_scores, sources)
+    return decode_loop(model, state, options, chooser, suppressed=suppressed, on_token=on_token, stream=stream)
+
+
+class Argmax:
+    """The greedy chooser's pick: the best token of each row."""
+
+    def __call__(self, scores, rows, t):
+        return np.argmax(scores, axis=-1)
+
+
+class Sampler:
+    """The sampling pick (:func:`~seqjit.decoding.processors.sample`): row r's token at step t drawn
+    with the Philox uniform of (seed, the caller's index of r's source, t)."""
+
+    def __init__(self, options, sources):
+        self.options = options
+        self.seed = philox.fresh_seed() if options.seed is None else philox.check_seed(options.seed)
+        self.sources = sources
+
+    def __call__(self, scores, rows, t):
+        return processors.sample(scores, self.options, philox.uniforms(self.seed, self.sources[rows], t))
+
+
+class TokenChooser:
+    """One hypothesis per source (greedy search or sampling); finished rows leave the batch. The
+    decode loop's chooser (see :mod:`seqjit.decoding.loop` for the protocol)."""
+
+    def __init__(self, model, batch: int, options, suppressed, need_scores: bool, sources=None):
+        self.options, self.suppressed, self.need_scores = options, suppressed, need_scores
+        self.ends = options.end_ids(model.eos_id)
+        self.eos = self.ends[0] if len(self.ends) == 1 else list(self.ends)
+        if options.sampling:
+            sources = np.arange(batch, dtype=np.int64) if sources is None else np.asarray(sources, np.int64)
+            if sources.shape != (batch,):
+                raise ValueError(f"sources must have one index per row ({batch}), got shape {list(sources.shape)}")
+            self.pick = Sampler(options, sources)
+        else:
+            self.pick = Argmax()
+        self.alive = np.arange(batch)                       # source index of each live row
+        self._history = np.full((batch, 1), model.decoder_start_id, np.int64)
+        self.scores = np.zeros(batch, np.float64)
+        self.attention = [[] for _ in range(batch)]
+        self._results: list = [None] * batch
+        self.fast = not need_scores and not options.sampling and options.repetition_penalty == 1.0 \
+            and options.no_repeat_ngram_size == 0 and not options.forces_tokens and not options.step_rules
+        self._tokens = None
+
+    def start(self, state) -> None:
+        pass
+
+    def history(self) -> np.ndarray:
+        return self._history
+
+    def prepare(self, logits, t):
+        self._tokens = _plain_argmax(logits, t, self.options, self.eos, self.suppressed) if self.fast else None
+        if self._tokens is not None:
+            return None
+        return np.array(logits, dtype=np.float32, copy=True)
+
+    def choose(self, scores, t, attention):
+        tokens = self._tokens
         if tokens is None:
-            step_scores = np.array(logits, dtype=np.float32, copy=True)
-            processors.process(step_scores, history, t, options, eos, suppressed)
-            processors.check_some_left(step_scores, t)
-            if options.sampling:
-                tokens = processors.sample(step_scores, options, philox.uniforms(seed, sources[alive], t))
-            else:
-                tokens = np.argmax(step_scores, axis=-1)
-        if need_scores:
-            logp = processors.token_log_probs(step_scores, tokens)
-            scores += logp
-        history = np.concatenate([history, tokens[:, None]], axis=1)
+            processors.check_some_left(scores, t)
+            tokens = self.pick(scores, self.alive, t)
+        logp = None
+        if self.need_scores:
+            logp = processors.token_log_probs(scores, tokens)
+            self.scores += logp
+        self._history = np.concatenate([self._history, tokens[:, None]], axis=1)
         if attention is not None:
-            for r, src in enumerate(alive):
-                attn_hist[src].append(np.array(attention[r], np.float32))
-        done = (tokens == eos) | (t + 1 >= options.max_length)
-        if stream:
-            for r, src in enumerate(alive):
-                token = StepToken(int(src), int(tokens[r]), float(logp[r]) if need_scores else float("nan"), t, bool(done[r]))
-                if on_token is not None and on_token(token) is True:  # the callback asks to stop this source
-                    done[r] = token.is_last = True
-                yield token
-        if done.any():
-            for r in np.flatnonzero(done):
-                src = alive[r]
-                ids = history[r, 1:].tolist()
-                if ids and ids[-1] == eos:
-                    ids.pop()
-                results[src] = GenerationResult(
-                    [ids], [float(scores[r])] if need_scores else None,
-                    [np.stack(attn_hist[src])] if attention is not None else None,
-                )
-            keep = np.flatnonzero(~done)
-            if keep.size == 0:
-                break
-            state.reorder(keep)
-            alive, history, scores = alive[keep], history[keep], scores[keep]
-    return results
+            for r, src in enumerate(self.alive):
+                self.attention[src].append(np.array(attention[r], np.float32))
+        done = np.isin(tokens, self.ends) | (t + 1 >= self.options.max_length)
+        return self.alive, tokens, logp, done
+
+    def advance(self, done, t):
+        if not done.any():
+            return None, True
+        for r in np.flatnonzero(done):
+            src = self.alive[r]
+            ids = self._history[r, 1:].tolist()
+            if ids and ids[-1] in self.ends and not self.options.return_end_token:
+                ids.pop()
+            self._results[src] = GenerationResult(
+                [ids], [float(self.scores[r])] if self.need_scores else None,
+                [np.stack(self.attention[src])] if self.options.return_attention else None)
+        keep = np.flatnonzero(~done)
+        if keep.size == 0:
+            return None
+        self.alive, self._history, self.scores = self.alive[keep], self._history[keep], self.scores[keep]
+        return keep, True
+
+    def results(self) -> list:
+        return self._results
 
 
 def _plain_argmax(logits, t, options, eos, suppressed):
@@ -95,7 +143,7 @@ def _plain_argmax(logits, t, options, eos, suppressed):
     best = logits[np.arange(tokens.shape[0]), tokens]
     if np.isnan(best).any() or np.isneginf(best).any():  # argmax stops at a NaN; a row of only -inf
         return None  # the score processors refuse the step
-    banned = list(suppressed) + ([eos] if t < options.min_length else [])
+    banned = list(suppressed) + ((eos if isinstance(eos, list) else [eos]) if t < options.min_length else [])
     if banned and np.isin(tokens, banned).any():
         return None
     return tokens

@@ -104,17 +104,17 @@ def _pad_flat(sources, pad_id: int):
 
 
 _OPTION_NAMES = frozenset(f.name for f in dataclasses.fields(DecodingOptions))
-#: option -> the default object of ``generate``'s signature (``max_length``: the distinct
-#: :data:`~seqjit.models.contract.DEFAULT_MAX_LENGTH`, so an explicit 256 is told apart)
-OPTION_DEFAULTS = {f.name: f.default for f in dataclasses.fields(DecodingOptions)} | {"max_length": DEFAULT_MAX_LENGTH}
 
 
-def given_options(arguments: dict, unknown: dict) -> dict:
-    """The decoding options a caller gave, from ``generate``'s ``arguments`` (its parameters by name):
-    each whose value is not its default object; UnknownOptionError for any keyword in ``unknown``."""
-    if unknown:
-        raise UnknownOptionError(unknown_options_message(sorted(unknown), _OPTION_NAMES))
-    return {name: arguments[name] for name, default in OPTION_DEFAULTS.items() if arguments[name] is not default}
+def given_options(options: dict) -> dict:
+    """The decoding options a caller gave by keyword (``max_length`` given as the signature's default
+    object, :data:`~seqjit.models.contract.DEFAULT_MAX_LENGTH`, counts as not given);
+    UnknownOptionError for any other name."""
+    if not _OPTION_NAMES.issuperset(options):
+        raise UnknownOptionError(unknown_options_message(sorted(set(options) - _OPTION_NAMES), _OPTION_NAMES))
+    if options.get("max_length", 0) is DEFAULT_MAX_LENGTH:
+        options = {k: v for k, v in options.items() if k != "max_length"}
+    return options
 
 
 #: checked options by the keyword arguments that gave them (each value with its type: 1, 1.0 and
@@ -168,7 +168,8 @@ def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
             token = getattr(opts, name)
             if token is not None and token >= vocab:
                 raise ValueError(f"{name} {token} is outside the target vocabulary [0, {vocab})")
-        for name, tokens in (("suppress_tokens", opts.suppress_tokens), ("begin_suppress_tokens", opts.begin_suppress_tokens),
+        for name, tokens in (("end_token", opts.end_ids(0) if opts.end_token is not None else ()),
+                             ("suppress_tokens", opts.suppress_tokens), ("begin_suppress_tokens", opts.begin_suppress_tokens),
                              ("bad_words_ids", [t for w in opts.bad_words_ids for t in w])):
             outside = [t for t in tokens if t >= vocab]
             if outside:

@@ -20,10 +20,23 @@ from seqjit.graph import _native_vm
 from seqjit.kernels._threads import get_num_threads
 
 from .beam import _NEG, _results
-from .native_greedy import COMPACT_MIN_ROWS, bind_step
+from .native_greedy import COMPACT_MIN_ROWS, bind_step, native_declines
 
 #: the widest beam the native loop keeps (kernels/beam/_native.pxi: SJ_BEAM_MAXK)
 MAX_BEAM = _native_vm.MAX_BEAM
+
+
+def supports(request) -> str | None:
+    """The native beam search's declaration: why it cannot decode ``request``, or None."""
+    why = native_declines(request)
+    if why is not None:
+        return why
+    if request.options.beam_size > MAX_BEAM:
+        return f"beam_size above {MAX_BEAM}"
+    vocab = getattr(request.model, "target_vocab_size", None)
+    if vocab is not None and vocab < 2:
+        return "a vocabulary of one token"
+    return None
 
 
 def _layout(time_axes: dict, names, arrays) -> np.ndarray:

@@ -20,11 +20,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from seqjit.graph import _native_vm
+from seqjit.graph import _native_vm, profiler
 from seqjit.graph.lowering import Unsupported
 from seqjit.kernels._threads import get_num_threads
 from seqjit.kernels.sampling import philox
-from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, STEP
+from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, STEP, declares
 
 from .results import GenerationResult
 
@@ -32,6 +32,49 @@ from .results import GenerationResult
 #: a batch of at least this many rows is compacted (finished rows removed, the rest decoded on a
 #: plan for the smaller batch) once at most half of its rows are still running
 COMPACT_MIN_ROWS = 16
+
+
+def native_declines(request) -> str | None:
+    """Why no native program (the native decode, the runner, the native stream) can run
+    ``request``, in words; None when one can. What every native search shares: the model's own step
+    plan, lowered, with no per-token Python."""
+    model, options = request.model, request.options
+    device = getattr(model, "device", "cpu")
+    if device != "cpu":
+        return f"the model is on {device!r} (the device loops or the Python loops on the device model)"
+    if not declares(model, "native_step"):
+        return "the model does not declare native_step (it overrides step): the loop calls its step"
+    if getattr(model, "replay", None) == "python":
+        return "the model's replay is 'python' (the reference replay)"
+    if profiler.active():
+        return "seqjit.profile() is active (it times every step's nodes)"
+    if request.callback is not None:
+        return "a per-token callback"
+    if options.return_attention:
+        return "return_attention"
+    if options.step_rules:
+        return "a step-dependent suppression rule"
+    if options.end_ids(model.eos_id) != (model.eos_id,):
+        return "an end_token other than the model's"
+    if options.return_end_token:
+        return "return_end_token"
+    return None
+
+
+def supports(request) -> str | None:
+    """The native greedy / sampling decode's declaration: why it cannot decode ``request`` (beam
+    search: :func:`seqjit.decoding.native_beam.supports`), or None."""
+    why = native_declines(request)
+    if why is not None:
+        return why
+    options = request.options
+    if options.repetition_penalty != 1.0:
+        return "a repetition penalty"
+    if options.no_repeat_ngram_size:
+        return "an n-gram ban"
+    if request.stream and options.forces_tokens:
+        return "a forced token (the native stream does not force tokens)"
+    return None
 
 
 class BoundStep(NamedTuple):

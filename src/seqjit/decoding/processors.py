@@ -56,7 +56,7 @@ def apply_no_repeat_ngram(scores: np.ndarray, history: np.ndarray, n: int) -> No
 def apply_min_length(scores: np.ndarray, generated: int, min_length: int, eos_id: int) -> None:
     """Forbid the end token while fewer than ``min_length`` tokens have been generated."""
     if generated < min_length:
-        scores[:, eos_id] = NEG_INF
+        scores[:, list(eos_id) if isinstance(eos_id, tuple) else eos_id] = NEG_INF
 
 
 def apply_suppressed(scores: np.ndarray, tokens) -> None:
@@ -75,10 +75,11 @@ def apply_begin_suppressed(scores: np.ndarray, generated: int, options) -> None:
 def apply_bad_words(scores: np.ndarray, history: np.ndarray, options, eos_id: int) -> None:
     """The last token of each ``options.bad_words_ids`` sequence where a row's history (the start
     token first) ends with the rest of it (one-token entries: banned every step, but the end token,
-    as transformers' NoBadWordsLogitsProcessor)."""
+    as transformers' NoBadWordsLogitsProcessor; ``eos_id``: one id or a tuple of end ids)."""
+    ends = eos_id if isinstance(eos_id, tuple) else (eos_id,)
     for word in options.bad_words_ids or ():
         if len(word) == 1:
-            if word[0] != eos_id:
+            if word[0] not in ends:
                 scores[:, word[0]] = NEG_INF
             continue
         n = len(word) - 1

@@ -12,11 +12,13 @@ class GenerationResult:
     best first; ``scores`` the matching scores (greedy and sampling: the sum of the chosen tokens'
     log-probabilities; beam search: that sum / length ** length_penalty); ``attention`` (when asked)
     one array per hypothesis, ``[steps, ...]``: the attention over the source at every output step,
-    source axis last."""
+    source axis last. ``truncated``: the source was cut to ``max_input_length`` tokens
+    (``truncate_input``) before decoding."""
 
     ids: list
     scores: list | None = None
     attention: list | None = None
+    truncated: bool = False
 
 
 @dataclasses.dataclass

@@ -9,9 +9,31 @@ from collections import OrderedDict
 import numpy as np
 
 from seqjit.graph.lowering import Unsupported
+from seqjit.models.contract import declares
 
 from .beam_runner import BeamRunner
 from .greedy_runner import GreedyRunner
+from .native_greedy import COMPACT_MIN_ROWS
+
+
+def supports(request, native: str | None) -> str | None:
+    """The runner path's declaration: why a pooled runner cannot decode ``request``, or None;
+    ``native``: the native search's own declaration (a runner runs the same native programs)."""
+    if native is not None:
+        return native
+    model, options, rows = request.model, request.options, request.rows
+    if request.stream:
+        return "a stream (one native step per call: the native stream)"
+    if rows > request.max_batch_size:
+        return f"{rows} sources in batches of {request.max_batch_size}: one native decode per batch"
+    if rows * options.beam_size >= COMPACT_MIN_ROWS:
+        return (f"{rows} x {options.beam_size} rows: one native decode per batch (at least {COMPACT_MIN_ROWS} "
+                "rows: compacted, split over threads)")
+    if not declares(model, "native_decode"):
+        return "the model does not declare native_decode (start/step_feeds of its own)"
+    if options.forces_tokens and options.beam_size == 1:
+        return "a forced token (one Python step around the native loop)"
+    return None
 
 #: shapes a model keeps runners for (least recently used dropped first), idle runners per shape, and
 #: the bytes the idle runners may hold in all (their plans' buffers and decoder state: a KV cache of

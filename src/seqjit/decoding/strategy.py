@@ -1,8 +1,12 @@
-"""Which decoding path runs a ``generate`` call, and why: decided here, in one function.
+"""Which decoding path runs a ``generate`` call, and why: decided here, in one function, from the
+paths' own declarations.
 
-:func:`choose` reads the model's declared capabilities (:func:`seqjit.models.contract.declares`:
-``native_step``, ``native_decode``; flags, not method identity), its replay and device, the options
-and the batch, and returns a :class:`Choice`:
+Each path declares ``supports(request) -> reason | None`` (a :class:`~seqjit.decoding.spec.Request`:
+the model, the options, the batch, the callback): the device runtime's ``supports``
+(:mod:`seqjit.models.devices`), :func:`seqjit.decoding.runner_pool.supports`,
+:func:`seqjit.decoding.native_greedy.supports` / :func:`seqjit.decoding.native_beam.supports` and
+:func:`seqjit.decoding.greedy.supports` (the Python loops: everything). :func:`choose` takes the first
+path, in the order below, that accepts the request, and returns a :class:`Choice`:
 
 - ``device``: the model is on a device (``model.to("cuda")``); its runtime decodes
   (:mod:`seqjit.gpu.generate`, which picks the device loops or the CPU loops on the device model);
@@ -25,11 +29,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from seqjit.graph import profiler
-from seqjit.models.contract import declares
-
-from .native_beam import MAX_BEAM  # the widest beam the native loop keeps
+from . import native_beam, native_greedy, runner_pool
+from .greedy import supports as python_supports
 from .native_greedy import COMPACT_MIN_ROWS  # rows (sources x beams) from which a decode is compacted, not pooled
+from .spec import Request, search_of
 
 DEVICE, RUNNER, NATIVE, PYTHON = "device", "runner", "native", "python"
 PATHS = (DEVICE, RUNNER, NATIVE, PYTHON)
@@ -44,68 +47,48 @@ class Choice(NamedTuple):
     why: str
 
 
-def search_of(options) -> str:
-    """``beam``, ``sampling`` or ``greedy``: what ``options`` (checked) ask for."""
-    return "beam" if options.beam_size > 1 else "sampling" if options.sampling else "greedy"
+def device_supports(request: Request) -> str | None:
+    """The device path's declaration: the model's device runtime says what its loops do not decode
+    (``supports``, see :mod:`seqjit.models.devices`)."""
+    device = getattr(request.model, "device", "cpu")
+    if device == "cpu":
+        return "the model is on the CPU"
+    return request.model.device_runtime.supports(request.model, request.options, request.callback)
 
 
-def _python_because(model, options, callback) -> str | None:
-    """Why the step plan cannot run natively for these options (the Python loop runs); None when it can."""
-    if not declares(model, "native_step"):
-        return "the model does not declare native_step (it overrides step): the loop calls its step"
-    if getattr(model, "replay", None) == "python":
-        return "the model's replay is 'python' (the reference replay)"
-    if profiler.active():
-        return "seqjit.profile() is active (it times every step's nodes)"
-    if callback is not None:
-        return "a per-token callback"
-    if options.return_attention:
-        return "return_attention"
-    if options.step_rules:
-        return "a step-dependent suppression rule"
-    if options.beam_size > 1:
-        if options.beam_size > MAX_BEAM:
-            return f"beam_size above {MAX_BEAM}"
-        vocab = getattr(model, "target_vocab_size", None)
-        if vocab is not None and vocab < 2:
-            return "a vocabulary of one token"
-        return None
-    if options.repetition_penalty != 1.0:
-        return "a repetition penalty"
-    if options.no_repeat_ngram_size:
-        return "an n-gram ban"
-    return None
+def declarations(request: Request) -> dict:
+    """Each path's answer to ``request``, in :data:`PATHS` order: None (it decodes it) or why not."""
+    native = (native_beam.supports if request.options.beam_size > 1 else native_greedy.supports)(request)
+    return {DEVICE: device_supports(request), RUNNER: runner_pool.supports(request, native), NATIVE: native,
+            PYTHON: python_supports(request)}
 
 
-def choose(model, options, *, rows: int, max_batch_size: int = 64, callback=None) -> Choice:
+def _what(path: str, request: Request) -> str:
+    if path == DEVICE:
+        return f"the model is on {getattr(request.model, 'device', 'cpu')!r}: the device loops decode"
+    if path == RUNNER:
+        return (f"{request.rows} x {request.options.beam_size} rows (fewer than {COMPACT_MIN_ROWS}): a pooled "
+                "runner")
+    if path == NATIVE:
+        return "one native decode per batch"
+    device = getattr(request.model, "device", "cpu")
+    return "the Python loops" + (f" on the {device!r} model" if device != "cpu" else "")
+
+
+def choose(model, options, *, rows: int, max_batch_size: int = 64, callback=None, stream: bool = False) -> Choice:
     """The path that decodes ``rows`` sources (of one ``generate`` call, in batches of at most
-    ``max_batch_size``) with ``options`` (checked :class:`~seqjit.decoding.options.DecodingOptions`)
-    and ``callback``, and why. Every decoding entry point (``generate`` and ``generate_stream``, on the
-    CPU and on a device) asks this function; nothing else decides.
-
-    On a device, the device's runtime says which options its loops decline (``declines``, see
-    :mod:`seqjit.models.devices`): those run the Python loops on the device model (``python``)."""
-    search = search_of(options)
-    device = getattr(model, "device", "cpu")
-    if device != "cpu":
-        declined = model.device_runtime.declines(model, options, callback)
-        if declined is not None:
-            return Choice(PYTHON, search, f"on {device!r}, the device loops decline {declined}: the Python loops "
-                                          "run on the device model")
-        return Choice(DEVICE, search, f"the model is on {device!r}: the device loops decode")
-    python = _python_because(model, options, callback)
-    if python is not None:
-        return Choice(PYTHON, search, python)
-    if rows > max_batch_size:
-        return Choice(NATIVE, search, f"{rows} sources in batches of {max_batch_size}: one native decode per batch")
-    if rows * options.beam_size >= COMPACT_MIN_ROWS:
-        return Choice(NATIVE, search, f"{rows} x {options.beam_size} rows: one native decode per batch "
-                                      f"(at least {COMPACT_MIN_ROWS} rows: compacted, split over threads)")
-    if not declares(model, "native_decode"):
-        return Choice(NATIVE, search, "the model does not declare native_decode (start/step_feeds of its own)")
-    if options.forces_tokens and options.beam_size == 1:
-        return Choice(NATIVE, search, "a forced token (one Python step around the native loop)")
-    return Choice(RUNNER, search, f"{rows} x {options.beam_size} rows (fewer than {COMPACT_MIN_ROWS}): a pooled runner")
+    ``max_batch_size``; ``stream``: one source of ``generate_stream``) with ``options`` (a
+    :class:`~seqjit.decoding.spec.DecodeSpec` or checked options) and ``callback``, and why: the
+    first of :data:`PATHS` whose declaration (:func:`declarations`) accepts it. Every decoding entry
+    point (``generate`` and ``generate_stream``, on the CPU and on a device) asks this function, and
+    it only reads the declarations."""
+    request = Request(model, options, rows, max_batch_size, callback, stream)
+    answers = declarations(request)
+    path = next(p for p in PATHS if answers[p] is None)
+    declined = [f"{p}: {answers[p]}" for p in PATHS[:PATHS.index(path)]
+                if not (p == DEVICE and getattr(model, "device", "cpu") == "cpu")]
+    why = _what(path, request) + (f" (declined: {'; '.join(declined)})" if declined else "")
+    return Choice(path, search_of(options), why)
 
 
 def native(choice: Choice) -> bool:

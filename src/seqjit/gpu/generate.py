@@ -11,13 +11,11 @@ above :data:`~seqjit.kernels.sampling.cuda.SAMPLE_MAX_K` or top-p without a top-
 """
 from __future__ import annotations
 
-import numpy as np
-
+from seqjit.decoding.batch import SourceBatch
 from seqjit.decoding.beam import beam_search as host_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
-from seqjit.decoding.inputs import (check_batching, check_vocab, drain, finished, pad_sources, parse_options,
-                                    resolve_rules, suppressed_tokens, with_seed)
-from seqjit.decoding.limits import check_max_length
+from seqjit.decoding.inputs import check_batching, drain, finished, parse_options, resolve_rules
+from seqjit.decoding.spec import decode_spec
 from seqjit.decoding.strategy import DEVICE, choose
 from seqjit.kernels.sampling.cuda import SAMPLE_MAX_K
 
@@ -25,12 +23,14 @@ from .beam import MAX_BEAM, beam_search
 from .greedy import greedy_search
 
 
-def declines(opts, callback, vocab: int) -> str | None:
-    """What in ``opts`` the device loops do not decode (then the CPU loops run on the device model),
-    in words; None when they decode it all. The device runtime's ``declines``, which
-    :func:`seqjit.decoding.strategy.choose` asks."""
+def supports(opts, callback, vocab: int) -> str | None:
+    """The device loops' declaration: what in ``opts`` they do not decode (then the CPU loops run on
+    the device model), in words; None when they decode it all. The device runtime's ``supports``,
+    which :func:`seqjit.decoding.strategy.choose` reads."""
     if callback is not None:
         return "a per-token callback"
+    if opts.end_token is not None or opts.return_end_token:
+        return "end_token or return_end_token"
     if opts.forces_tokens:
         return "a forced token"
     if opts.step_rules:
@@ -53,25 +53,20 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
     opts = resolve_rules(model, parse_options(options))
     check_batching(max_batch_size, callback, opts)
-    ids, lens = pad_sources(sources, model.source_pad_id, lengths)
-    check_vocab(model, ids, lens)
-    opts = with_seed(check_max_length(model, opts, explicit="max_length" in options,
-                                           rows=min(max_batch_size, ids.shape[0]) * opts.beam_size,
-                                           source_length=ids.shape[1]))
-    suppressed = suppressed_tokens(model, opts)
-    on_device = choose(model, opts, rows=ids.shape[0], max_batch_size=max_batch_size, callback=callback).path == DEVICE
-    order = np.argsort(-lens, kind="stable")
-    results: list = [None] * ids.shape[0]
-    for start in range(0, order.shape[0], max_batch_size):
-        rows = order[start:start + max_batch_size]
-        width = max(1, int(lens[rows].max()))
-        state = model.start_checked(ids[rows, :width], lens[rows], max_length=opts.max_length)
+    batch = SourceBatch.of(model, sources, lengths).limited(opts)
+    spec = decode_spec(model, opts, explicit="max_length" in options,
+                       rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])
+    on_device = choose(model, spec, rows=len(batch), max_batch_size=max_batch_size, callback=callback).path == DEVICE
+    results: list = [None] * len(batch)
+    for part in batch.batches(max_batch_size):
+        state = model.start_checked(part.ids, part.lengths, max_length=spec.max_length)
         try:
-            batch_results = _decode(model, state, opts, suppressed, callback, rows, on_device)
+            batch_results = _decode(model, state, spec, spec.suppressed, callback, part.index, on_device)
         finally:
             state.close()
-        for i, res in zip(rows, batch_results):
-            results[i] = finished(res, opts, lens[i])
+        for k, (i, length, res) in enumerate(zip(part.index.tolist(), part.lengths, batch_results)):
+            results[i] = finished(res, spec, length)
+            res.truncated = bool(part.truncated is not None and part.truncated[k])
     return results
 
 

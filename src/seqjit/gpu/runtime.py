@@ -39,12 +39,12 @@ class DeviceRuntime:
 
         return generate(model, sources, **arguments)
 
-    def declines(self, model, options, callback) -> str | None:
-        """What of ``options`` (and ``callback``) the device loops do not decode, in words; None when
-        they decode it all (:func:`seqjit.gpu.generate.declines`)."""
-        from .generate import declines
+    def supports(self, model, options, callback) -> str | None:
+        """The device path's declaration: what of ``options`` (and ``callback``) the device loops do
+        not decode, in words; None when they decode it all (:func:`seqjit.gpu.generate.supports`)."""
+        from .generate import supports
 
-        return declines(options, callback, model.target_vocab_size or 0)
+        return supports(options, callback, model.target_vocab_size or 0)
 
     # -- starting a decode -----------------------------------------------------------------------
     def start(self, model, src_ids, src_lengths, max_length: int) -> DeviceDecoderState:

@@ -63,13 +63,15 @@ import threading
 import numpy as np
 
 from seqjit.graph.ops import TensorSpec
-from seqjit.models.contract import (ATTENTION, DEFAULT_MAX_LENGTH, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS,
+from seqjit.models.contract import (ATTENTION, LOGITS, MEMORY, NEXT, PREV_TOKENS, SRC_IDS,
                                     SRC_LENGTHS, STEP, DecoderState, check_ids, check_source)
+from seqjit.models.decode_options import with_options
 from seqjit.models.devices import check_device, runtime_for
 from seqjit.models.weight_checks import check_weights
 
 #: the module that decodes for :meth:`Seq2SeqModel.generate` and :meth:`~Seq2SeqModel.generate_stream`
-#: (``decode(model, sources, arguments, unknown)``, ``generate_stream(model, source, **options)``). The
+#: (``decode(model, sources, lengths, max_batch_size, callback, options)``, ``generate_stream(model, source,
+#: **options)``). The
 #: decoding layer sits above the models, so a model finds it by name when it first decodes, as it finds
 #: a device's runtime (:data:`seqjit.models.devices.PROVIDERS`) and as the executors find kernel backends:
 #: the models import nothing of ``decoding``.
@@ -350,45 +352,20 @@ class Seq2SeqModel:
         return ex.run({name: available[name] for name in ex.graph.inputs})["logits"]
 
     # -- decoding --------------------------------------------------------------------------------
-    def generate(self, sources, *, lengths=None, max_batch_size: int = 64, callback=None,
-                 max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1, num_hypotheses: int = 1,
-                 length_penalty: float = 1.0, repetition_penalty: float = 1.0, no_repeat_ngram_size: int = 0,
-                 sampling_topk: int = 1, sampling_topp: float = 1.0, sampling_temperature: float = 1.0,
-                 seed: int | None = None, forced_bos_id: int | None = None, forced_eos_id: int | None = None,
-                 suppress_tokens: tuple | None = None, begin_suppress_tokens: tuple | None = None,
-                 bad_words_ids: tuple | None = None, suppress_pad_token: bool | None = None,
-                 return_scores: bool = False, return_attention: bool = False, **unknown) -> list:
+    @with_options
+    def generate(self, sources, *, lengths=None, max_batch_size: int = 64, callback=None, **options) -> list:
         """Decode ``sources`` (token-id sequences of any lengths); returns one
         :class:`~seqjit.decoding.GenerationResult` per source: :func:`seqjit.decoding.generate`,
-        whose docstring describes every argument.
-
-        Decoding options, with their defaults (:class:`~seqjit.decoding.DecodingOptions`):
-        max_length=256 (at most the model's positions: the default is lowered to them), min_length=0,
-        beam_size=1, num_hypotheses=1, length_penalty=1.0, repetition_penalty=1.0,
-        no_repeat_ngram_size=0, sampling_topk=1 (greedy; 0 samples from every token),
-        sampling_topp=1.0, sampling_temperature=1.0, seed=None, forced_bos_id=None (the model's:
-        the target language of mBART-50/M2M100/NLLB), forced_eos_id=None (the model's),
-        suppress_tokens=None, begin_suppress_tokens=None, bad_words_ids=None (token ids never
-        generated, banned at the first step, sequences banned; None: the model's, from its
-        config), suppress_pad_token=None (the model's, else True: the pad token is never generated),
-        return_scores=False, return_attention=False. A Hugging Face name (``num_beams``, ``top_k``,
+        whose docstring describes every argument. A Hugging Face name (``num_beams``, ``top_k``,
         ``max_new_tokens`` ...) is an :class:`~seqjit.errors.UnknownOptionError` naming the seqjit
-        option it means.
-        """
-        return _decoder().decode(self, sources, locals(), unknown)
+        option it means."""
+        return _decoder().decode(self, sources, lengths, max_batch_size, callback, options)
 
-    def generate_stream(self, source, *, max_length: int = DEFAULT_MAX_LENGTH, min_length: int = 0, beam_size: int = 1,
-                        num_hypotheses: int = 1, length_penalty: float = 1.0, repetition_penalty: float = 1.0,
-                        no_repeat_ngram_size: int = 0, sampling_topk: int = 1, sampling_topp: float = 1.0,
-                        sampling_temperature: float = 1.0, seed: int | None = None, forced_bos_id: int | None = None,
-                        forced_eos_id: int | None = None, suppress_tokens: tuple | None = None,
-                        begin_suppress_tokens: tuple | None = None, bad_words_ids: tuple | None = None,
-                        suppress_pad_token: bool | None = None, return_scores: bool = False, return_attention: bool = False,
-                        **unknown):
+    @with_options
+    def generate_stream(self, source, **options):
         """Yield :class:`~seqjit.decoding.StepToken` for one source as tokens are produced
-        (greedy or sampling); see :func:`seqjit.decoding.generate_stream` (the options: :meth:`generate`)."""
-        arguments = {name: value for name, value in locals().items() if name not in ("self", "source", "unknown")}
-        return _decoder().generate_stream(self, source, **arguments, **unknown)
+        (greedy or sampling); see :func:`seqjit.decoding.generate_stream`."""
+        return _decoder().generate_stream(self, source, **options)
 
     def score(self, sources, targets, *, max_batch_size: int = 64) -> list:
         """The log-probabilities of given ``targets`` (one token-id sequence per source), teacher-forced

@@ -11,8 +11,9 @@ its backends by name), and keeps it. A runtime provides:
 - ``start(model, ...)``, ``start_from(model, ...)``, ``step(model, ...)``: the decoder-step contract
   (:mod:`seqjit.models.contract`) on the device;
 - ``generate(model, sources, **arguments)``: :func:`seqjit.decoding.generate` on the device;
-- ``declines(model, options, callback)``: what of a decode's options the device's own loops do not
-  decode (in words), or None; :func:`seqjit.decoding.strategy.choose` asks it.
+- ``supports(model, options, callback)``: the device path's declaration: what of a decode's options
+  the device's own loops do not decode (in words), or None; :func:`seqjit.decoding.strategy.choose`
+  reads it.
 
 Importing this module imports no device code (no CUDA).
 """
