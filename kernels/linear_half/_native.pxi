@@ -66,16 +66,21 @@ cdef void native_linear_half(const float* x, Py_ssize_t ldx, int M, int K, const
 
 cdef inline int run_linear_half(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
     """OP_LINEAR_HALF (lowered by seqjit.graph.ops.half_ops' linear_half)."""
-    native_linear_half(<float*>c.p[0], c.i[3], <int>c.i[0], <int>c.i[1], <uint16_t*>c.p[1], <int>c.i[6],
-                       <int>c.i[2], <float*>c.p[2], <float*>c.p[3], c.i[4], <int>c.i[5], nt)
+    native_linear_half(<float*>c.p[LINEAR_HALF_P_X], c.i[LINEAR_HALF_I_LDX], <int>c.i[LINEAR_HALF_I_M],
+                       <int>c.i[LINEAR_HALF_I_K], <uint16_t*>c.p[LINEAR_HALF_P_W], <int>c.i[LINEAR_HALF_I_FMT],
+                       <int>c.i[LINEAR_HALF_I_N], <float*>c.p[LINEAR_HALF_P_BIAS], <float*>c.p[LINEAR_HALF_P_Y],
+                       c.i[LINEAR_HALF_I_LDY], <int>c.i[LINEAR_HALF_I_ACT], nt)
     return ERR_NONE
 
 
 cdef inline int run_embedding_half(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
     """OP_EMBEDDING_HALF; ERR_ID (err[0]: the id) for an id outside the table."""
-    cdef Py_ssize_t r = sj_half_embedding(<int64_t*>c.p[0], c.i[0], <uint16_t*>c.p[1], <int>c.i[4], c.i[3],
-                                          <int>c.i[1], <float>c.f[0], <float*>c.p[2], c.i[2], <float*>c.p[3])
+    cdef int64_t* ids = <int64_t*>c.p[EMBEDDING_HALF_P_IDS]
+    cdef Py_ssize_t r = sj_half_embedding(
+        ids, c.i[EMBEDDING_HALF_I_N], <uint16_t*>c.p[EMBEDDING_HALF_P_TABLE], <int>c.i[EMBEDDING_HALF_I_FMT],
+        c.i[EMBEDDING_HALF_I_VOCAB], <int>c.i[EMBEDDING_HALF_I_D], <float>c.f[EMBEDDING_HALF_F_SCALE],
+        <float*>c.p[EMBEDDING_HALF_P_POSITIONS], c.i[EMBEDDING_HALF_I_LENGTH], <float*>c.p[EMBEDDING_HALF_P_Y])
     if r >= 0:
-        err[0] = (<int64_t*>c.p[0])[r]
+        err[0] = ids[r]
         return ERR_ID
     return ERR_NONE

@@ -71,8 +71,8 @@ def lower_linear_half(self, node, attrs):
     if my != m or w not in self.plan.graph.constants:
         raise Unsupported("linear_half rows, or a computed weight")
     wp = _half_panels(self, w, wa)
-    self.emit("linear_half", [x, wp, b, y], [m, k, n, ldx, ldy, _ACT[attrs["activation"]], FORMATS[attrs["fmt"]]],
-              threads=_threads(m * n * k))
+    self.emit("linear_half", x=x, w=wp, bias=b, y=y, m=m, k=k, n=n, ldx=ldx, ldy=ldy,
+              act=_ACT[attrs["activation"]], fmt=FORMATS[attrs["fmt"]], threads=_threads(m * n * k))
 
 
 register(OpDef("linear_half", ("x", "weight", "bias?"), _linear_half_infer, _linear_half_make,
@@ -106,8 +106,8 @@ def lower_embedding_half(self, node, attrs):
     ia, ta = _contig(self.arrays[ids], _I64), _contig(self.arrays[table], _U16)
     _contig(self.arrays[y])
     length = 1 if pos is None else _contig(self.arrays[pos]).shape[0]
-    self.emit("embedding_half", [ids, table, pos, y], [ia.size, ta.shape[1], length, ta.shape[0], FORMATS[attrs["fmt"]]],
-              [float(np.float32(attrs["scale"]))])
+    self.emit("embedding_half", ids=ids, table=table, positions=pos, y=y, n=ia.size, d=ta.shape[1], length=length,
+              vocab=ta.shape[0], fmt=FORMATS[attrs["fmt"]], scale=float(np.float32(attrs["scale"])))
 
 
 def _embedding_half_device(ctx):
