@@ -155,6 +155,11 @@ def expected_code(dtype, half_format: str | None = None) -> str:
     return _CODE_OF[name]
 
 
+def _shown(code: str) -> str:
+    """A dtype code by its NumPy-style name (F32: float32; BF16: bfloat16; U16: uint16)."""
+    return FORMATS.get(code) or next(name for name, c in _CODE_OF.items() if c == code)
+
+
 def check_header(path: Path, entries: dict, spec: dict, half_format: str | None = None) -> None:
     """Every weight of ``spec`` (name -> TensorSpec) present in ``entries`` with its shape and dtype
     code (a ``uint16`` weight of a ``half_format`` model: that format's code), and nothing else; one
@@ -169,7 +174,7 @@ def check_header(path: Path, entries: dict, spec: dict, half_format: str | None 
         if entry.shape != tuple(want.shape):
             problems.append(f"{name} has shape {list(entry.shape)}, expected {list(want.shape)}")
         elif entry.code != code:
-            problems.append(f"{name} has dtype {entry.code}, expected {code}")
+            problems.append(f"{name} has dtype {_shown(entry.code)}, expected {_shown(code)}")
     if problems:
         raise ModelFormatError(f"{path}: " + "; ".join(problems))
 
