@@ -51,6 +51,31 @@ def _embedding_cases():
     yield "positions", (ids, table), dict(scale=2.0, positions=_rng(32).standard_normal((7, 24)).astype(np.float32))
 
 
+def _half_bits(shape, fmt, seed, scale):
+    w = (_rng(seed).standard_normal(shape) * scale).astype(np.float32)
+    return kernels.get("narrow_half", "reference")(w, fmt)
+
+
+def _linear_half_cases():
+    for fmt in ("float16", "bfloat16"):
+        for k, (m, n, kk) in enumerate([(1, 7, 13), (1, 40, 64), (3, 33, 37), (17, 48, 130)]):
+            rng = _rng(60 + k)
+            x = rng.standard_normal((m, kk)).astype(np.float32)
+            w = _half_bits((n, kk), fmt, 70 + k, 1 / np.sqrt(kk))
+            b = rng.standard_normal(n).astype(np.float32)
+            yield f"{fmt}-{m}x{kk}x{n}", (x, w, b), dict(fmt=fmt)
+            yield f"{fmt}-{m}x{kk}x{n}-relu-nobias", (x, w), dict(fmt=fmt, activation="relu")
+
+
+def _embedding_half_cases():
+    ids = _rng(31).integers(0, 50, (3, 7))
+    for fmt in ("float16", "bfloat16"):
+        table = _half_bits((50, 24), fmt, 33, 1.0)
+        yield f"{fmt}-plain", (ids, table), dict(fmt=fmt)
+        yield f"{fmt}-positions", (ids, table), dict(fmt=fmt, scale=2.0,
+                                                     positions=_rng(32).standard_normal((7, 24)).astype(np.float32))
+
+
 def _activation_cases(name):
     def cases():
         for k, shape in enumerate([(5,), (3, 17), (2, 4, 64)]):
@@ -69,6 +94,7 @@ def _softmax_cases():
 
 CASES = {"linear": _linear_cases, "layer_norm": _layer_norm_cases, "embedding": _embedding_cases,
          "softmax": _softmax_cases, "log_softmax": _softmax_cases,
+         "linear_half": _linear_half_cases, "embedding_half": _embedding_half_cases,
          **{name: _activation_cases(name) for name in ("relu", "gelu", "silu", "tanh")}}
 
 

@@ -36,6 +36,7 @@ include "rnn/_native_cells.pxi"
 include "rnn/_native_sequence.pxi"
 include "additive_attention/_native.pxi"
 include "linear_int8/_native.pxi"
+include "linear_half/_native.pxi"
 include "rnn_int8/_native.pxi"
 include "_vm_ops.pxi"  # the VM's own opcodes (copy, add, step bookkeeping)
 
@@ -477,6 +478,12 @@ def linear_isa(name=None) -> str:
     cdef int best = sj_gemv_best()
     sj_gemv_isa = best if name is None else min(best, _LINEAR_ISAS.index(name))
     return _LINEAR_ISAS[sj_gemv_isa]
+
+
+def half_isa() -> str:
+    """The variant linear_half's kernels run now (native_half.h: the float GEMV's, lowered to "base"
+    on a CPU without F16C)."""
+    return _LINEAR_ISAS[sj_half_pick()]
 
 
 def isa() -> str:

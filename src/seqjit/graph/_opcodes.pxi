@@ -22,10 +22,12 @@ cdef enum:
     OP_RMS_NORM = 20
     OP_MUL = 21
     OP_RELATIVE_BIAS = 22
-    OP_COUNT = 22
+    OP_LINEAR_HALF = 23
+    OP_EMBEDDING_HALF = 24
+    OP_COUNT = 24
 
 #: the opcode list this VM was built from (checked against seqjit.graph.opcodes at import)
-BUILT_OPCODES = ('linear', 'layer_norm', 'add', 'embedding', 'copy', 'position_at', 'kv_write', 'step_lengths', 'attention', 'act', 'gru_cell', 'lstm_cell', 'additive', 'select_first', 'pycall', 'rnn_sequence', 'linear_int8', 'embedding_int8', 'rnn_int8', 'rms_norm', 'mul', 'relative_bias')
+BUILT_OPCODES = ('linear', 'layer_norm', 'add', 'embedding', 'copy', 'position_at', 'kv_write', 'step_lengths', 'attention', 'act', 'gru_cell', 'lstm_cell', 'additive', 'select_first', 'pycall', 'rnn_sequence', 'linear_int8', 'embedding_int8', 'rnn_int8', 'rms_norm', 'mul', 'relative_bias', 'linear_half', 'embedding_half')
 
 
 cdef inline bint takes_team(Instr* c) noexcept nogil:
@@ -35,7 +37,8 @@ cdef inline bint takes_team(Instr* c) noexcept nogil:
             or c.op == OP_LSTM_CELL
             or c.op == OP_RNN_SEQUENCE
             or c.op == OP_ADDITIVE
-            or (c.op == OP_LINEAR_INT8 and team_linear_int8(c)))
+            or (c.op == OP_LINEAR_INT8 and team_linear_int8(c))
+            or c.op == OP_LINEAR_HALF)
 
 
 cdef inline int dispatch(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept nogil:
@@ -82,4 +85,8 @@ cdef inline int dispatch(Instr* c, int nt, bint team, Py_ssize_t* err) noexcept 
         return run_mul(c, nt, team, err)
     elif c.op == OP_RELATIVE_BIAS:
         return run_relative_bias(c, nt, team, err)
+    elif c.op == OP_LINEAR_HALF:
+        return run_linear_half(c, nt, team, err)
+    elif c.op == OP_EMBEDDING_HALF:
+        return run_embedding_half(c, nt, team, err)
     return ERR_NONE

@@ -15,12 +15,13 @@ This module is plain data (setup.py runs it without importing seqjit): append a 
 
 OPCODES = ("linear", "layer_norm", "add", "embedding", "copy", "position_at", "kv_write", "step_lengths",
            "attention", "act", "gru_cell", "lstm_cell", "additive", "select_first", "pycall", "rnn_sequence",
-           "linear_int8", "embedding_int8", "rnn_int8", "rms_norm", "mul", "relative_bias")
+           "linear_int8", "embedding_int8", "rnn_int8", "rms_norm", "mul", "relative_bias",
+           "linear_half", "embedding_half")
 #: opcodes the VM emits for itself (``Program.add_callback``), never a lowering
 VM_ONLY = ("pycall",)
 #: opcodes whose products the team of two takes when a run of two threads holds it (nt = TEAM; the
 #: others then run on the calling thread), whatever their plan said
-TEAM = ("linear", "gru_cell", "lstm_cell", "rnn_sequence", "additive", "linear_int8")
+TEAM = ("linear", "gru_cell", "lstm_cell", "rnn_sequence", "additive", "linear_int8", "linear_half")
 #: of TEAM, those that decide per instruction: their family defines ``team_<name>(Instr* c)``
 TEAM_IF = ("linear_int8",)
 #: opcode name -> number

@@ -173,5 +173,6 @@ from seqjit.graph.ops import rnn_ops  # noqa: E402,F401  (gru/lstm/cells/additiv
 from seqjit.graph.ops import rnn_int8_ops  # noqa: E402,F401  (gru/lstm_recurrence_int8)
 from seqjit.graph.ops import position_ops  # noqa: E402,F401  (fairseq_positions, padded_positions)
 from seqjit.graph.ops import t5_ops  # noqa: E402,F401  (rms_norm, relative_bias, biased_attention, mul)
+from seqjit.graph.ops import half_ops  # noqa: E402,F401  (linear_half, embedding_half: 16-bit weights)
 
 __all__ = ["OPS", "OpDef", "TensorSpec", "BindContext", "REQUIRED", "register", "get_op"]
