@@ -192,3 +192,29 @@ def test_graph_op_shape_errors():
     g.output(g.op("embedding_half", g.input("ids", dtype="int"), g.constant("t", np.ones((3, 4), np.uint16))), name="y")
     with pytest.raises(GraphError, match="needs attribute 'fmt'"):
         Executor(g.build(), replay="python").run({"ids": np.zeros(2, np.int64)})
+
+
+def test_default_passes_merge_and_fuse_half_linears():
+    """Q/K/V-like linear_half nodes of one fmt on one input merge into one product (weights
+    concatenated), an activation fuses into it; nodes of another fmt stay apart; same results."""
+    from seqjit.graph.passes import DEFAULT_PASSES, run_passes
+
+    g = GraphBuilder("qkv")
+    x = g.input("x", dtype="float")
+    outs = []
+    for i, fmt in enumerate(["bfloat16", "bfloat16", "bfloat16", "float16"]):
+        bits, _ = half_weight((8 + i, 12), fmt, seed=20 + i)
+        b = g.constant(f"b{i}", _rng(i).standard_normal(8 + i).astype(np.float32)) if i != 1 else None
+        outs.append(g.op("linear_half", x, g.constant(f"w{i}", bits), b, fmt=fmt))
+    for i, o in enumerate(outs):
+        g.output(g.op("relu", o) if i == 3 else o, name=f"y{i}")
+    graph = g.build()
+    optimized = run_passes(graph, DEFAULT_PASSES)
+    halves = [n for n in optimized.nodes if n.op == "linear_half"]
+    assert sorted((n.attrs["fmt"], n.attrs["activation"]) for n in halves) == [("bfloat16", None), ("float16", "relu")]
+    assert optimized.constants[halves[0].inputs[1]].shape == (8 + 9 + 10, 12)
+    feeds = {"x": _rng(30).standard_normal((3, 12)).astype(np.float32)}
+    plain = Executor(graph, passes=(), replay="python").run(feeds)
+    fused = Executor(graph, replay="python").run(feeds)
+    for name in plain:
+        np.testing.assert_allclose(fused[name], plain[name], rtol=1e-6, atol=1e-6, err_msg=name)

@@ -218,3 +218,29 @@ def test_seqjit_isa_caps_the_half_kernels(cap):
     want = {"baseline": "base", "avx2": "avx2"}[cap]
     assert got["half"] == want and got["vm"] == want, got
     assert got["worst"] <= 1.0, got
+
+
+@pytest.mark.parametrize("fmt", FMTS)
+def test_a_small_model_graph_runs_natively_as_in_python(fmt):
+    """embedding_half -> linear_half (gelu) -> two linear_half on one input (merged by the default
+    passes): every node native, the results the Python replay's within float32 rounding."""
+    table, w1 = weights(30, 24, fmt, seed=20), weights(40, 24, fmt, seed=21)
+    wq, wk = weights(24, 40, fmt, seed=22), weights(24, 40, fmt, seed=23)
+    b1 = _rng(24).standard_normal(40).astype(np.float32)
+    g = GraphBuilder("mlp")
+    e = g.op("embedding_half", g.input("ids", dtype="int"), g.constant("t", table), fmt=fmt, scale=2.0)
+    h = g.op("gelu", g.op("linear_half", e, g.constant("w1", w1), g.constant("b1", b1), fmt=fmt))
+    q = g.op("linear_half", h, g.constant("wq", wq), fmt=fmt)
+    k = g.op("linear_half", h, g.constant("wk", wk), fmt=fmt)
+    g.output(q, name="y")
+    g.output(k, name="z")
+    graph = g.build()
+    ids = _rng(25).integers(0, 30, (2, 5))
+    nat = Executor(graph, replay="native")
+    got = nat.run({"ids": ids})
+    plan = nat.plan_for({"ids": ids})
+    assert plan.native and all(kind == "native" for _, _, kind in plan.native.low.labels), plan.native.low.labels
+    assert sum(n.op == "linear_half" for n in plan.graph.nodes) == 2  # merged q/k, gelu fused
+    want = Executor(graph, replay="python").run({"ids": ids})
+    for name in ("y", "z"):
+        np.testing.assert_allclose(got[name], want[name], **TOL)

@@ -110,6 +110,23 @@ def lower_embedding_half(self, node, attrs):
               [float(np.float32(attrs["scale"]))])
 
 
+def _embedding_half_device(ctx):
+    """As the float embedding's device function: ids made on the device (the decoding loop's tokens)
+    are not copied back for the range check (the kernel never reads outside the table)."""
+    from seqjit.graph.device_ops import _cuda  # (numba.cuda: imported on a device only)
+
+    from seqjit.kernels.linear_half.cuda import embedding_half
+
+    out, scale, fmt = ctx.outs[0] if ctx.outs else None, ctx.attrs["scale"], ctx.attrs["fmt"]
+
+    def run(ids, table, positions=None):
+        mirror = _cuda.host_mirror(ids)
+        return embedding_half(ids, table, fmt=fmt, scale=scale, positions=positions, out=out, host_ids=mirror,
+                              check_ids=mirror is not None or not _cuda.is_device_array(ids))
+
+    return run
+
+
 register(OpDef("embedding_half", ("ids", "table", "positions?"), _emb_half_infer, _emb_half_make,
                attrs={"fmt": REQUIRED, "scale": 1.0}, kernel="embedding_half", native=lower_embedding_half,
-               native_kernel=True))
+               native_kernel=True, device=_embedding_half_device))

@@ -1,5 +1,5 @@
 """Fuse ``linear`` with a following bias ``add`` and/or activation into one ``linear`` node (and an
-activation into ``linear_int8``)."""
+activation into ``linear_int8`` and ``linear_half``)."""
 from __future__ import annotations
 
 from seqjit.graph.ir import Graph
@@ -24,7 +24,7 @@ def _sole_reader(graph: Graph, value: str, consumers: dict):
 
 def fuse_linear_activation(graph: Graph) -> Graph:
     """``y = linear(x, w, b); z = act(y)`` -> ``z = linear(x, w, b, activation=act)`` (the same for
-    ``linear_int8``)."""
+    ``linear_int8`` and ``linear_half``)."""
     g = graph.copy()
     producers, consumers = g.producers(), g.consumers()
     removed = set()
@@ -33,7 +33,7 @@ def fuse_linear_activation(graph: Graph) -> Graph:
         if act is None:
             continue
         src = producers.get(node.inputs[0])
-        if src is None or src.op not in ("linear", "linear_int8") or src.attrs.get("activation") is not None:
+        if src is None or src.op not in ("linear", "linear_int8", "linear_half") or src.attrs.get("activation") is not None:
             continue
         if _sole_reader(g, src.outputs[0], consumers) is not node:
             continue

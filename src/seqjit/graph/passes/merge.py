@@ -1,5 +1,6 @@
 """Merge ``linear`` nodes that read the same input into one GEMM followed by column slices (and
-``linear_int8`` nodes likewise: their per-row scales are concatenated with the weights)."""
+``linear_int8`` nodes likewise: their per-row scales are concatenated with the weights; and
+``linear_half`` nodes of one ``fmt``: their 16-bit weights concatenated)."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,7 +24,7 @@ def _bias(graph: Graph, node: Node):
 
 def _key(graph: Graph, node: Node):
     """Nodes with equal keys can share one GEMM (None: this node cannot be merged)."""
-    if node.op not in ("linear", "linear_int8"):
+    if node.op not in ("linear", "linear_int8", "linear_half"):
         return None
     w = graph.constants.get(node.inputs[1])
     i = _bias_index(node)
@@ -34,6 +35,8 @@ def _key(graph: Graph, node: Node):
         if node.inputs[2] not in graph.constants:
             return None
         return (node.inputs[0], "int8", node.attrs.get("activation"), w.dtype.str, w.shape[1])
+    if node.op == "linear_half":
+        return (node.inputs[0], "half", node.attrs.get("activation"), node.attrs.get("fmt"), w.shape[1])
     layout = node.attrs.get("weight_layout", "out_in")
     k = w.shape[1] if layout == "out_in" else w.shape[0]
     return (node.inputs[0], layout, node.attrs.get("activation"), w.dtype.str, k)
@@ -54,12 +57,13 @@ def merge_projections(graph: Graph) -> Graph:
         if len(members) < 2:
             continue
         layout = key[1]
-        int8 = layout == "int8"
+        int8, half = layout == "int8", layout == "half"
         weights = [g.constants[m.inputs[1]] for m in members]
-        sizes = [w.shape[0] if layout in ("out_in", "int8") else w.shape[1] for w in weights]
-        merged_w = _concat(weights, 0 if layout in ("out_in", "int8") else 1)
+        rows = layout in ("out_in", "int8", "half")
+        sizes = [w.shape[0] if rows else w.shape[1] for w in weights]
+        merged_w = _concat(weights, 0 if rows else 1)
         biases = [_bias(g, m) for m in members]
-        bias_dtype = np.float32 if int8 else merged_w.dtype
+        bias_dtype = np.float32 if int8 or half else merged_w.dtype
         merged_b = None
         if any(b is not None for b in biases):
             if all(b is not None for b in biases):
@@ -77,6 +81,8 @@ def merge_projections(graph: Graph) -> Graph:
             inputs += (base + ".bias",)
         if int8:
             new_nodes = [Node("linear_int8", inputs, (base,), {"activation": key[2]}, base)]
+        elif half:
+            new_nodes = [Node("linear_half", inputs, (base,), {"fmt": key[3], "activation": key[2]}, base)]
         else:
             new_nodes = [Node("linear", inputs, (base,), {"weight_layout": layout, "activation": key[2]}, base)]
         start = 0
