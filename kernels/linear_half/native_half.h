@@ -11,9 +11,10 @@
    splits the panels over threads). Every output is one FMA chain over k in order from zero, bias
    added last, as the packed float32 kernel sums it, on every path, so a row's result depends
    neither on the rows beside it, nor on the thread split, nor on the path:
-   - up to SJ_HALF_DIRECT (16) rows: each panel row converted in registers as it is read (F16C
-     vcvtph2ps / AVX-512's vcvtph2ps; bf16: zero-extend, shift left by 16), one x value broadcast per
-     row, a tile of rows x 32 columns in registers (6 rows with AVX-512, 3 with AVX2, 1 otherwise).
+   - up to SJ_HALF_DIRECT (16; bf16 SJ_HALF_DIRECT_BF16, 8) rows: each panel row converted in
+     registers as it is read (F16C vcvtph2ps / AVX-512's vcvtph2ps; bf16: zero-extend, shift left by
+     16), one x value broadcast per row, a tile of rows x 32 columns in registers (6 rows with
+     AVX-512, 2 with AVX2, 1 otherwise).
      On the (busy, shared) Zen 3 host against widening (below), 512 x 2048 from memory, median of 15
      alternating rounds: 1 row 139 vs 275 us, 3 rows 229 vs 541, 8 rows 625 vs 768, 16 rows level
      within the noise (834 vs 797, 537 vs 692);
@@ -38,9 +39,14 @@
 /* fmt codes (kernels/linear_half/spec.py: FORMATS) */
 #define SJ_HALF_F16 0
 #define SJ_HALF_BF16 1
-/* rows up to which the weights are converted in registers (more: widened per panel) */
+/* rows up to which the weights are converted in registers (more: widened per panel), fp16 and bf16:
+   bf16's conversion (zero-extend, shift) costs more in the tile's loop than vcvtph2ps (Zen 3, 512 x
+   2048 from memory, 16 rows: in registers 1530 us, widened 1288; 8 rows 473 against 547) */
 #ifndef SJ_HALF_DIRECT
 #define SJ_HALF_DIRECT 16
+#endif
+#ifndef SJ_HALF_DIRECT_BF16
+#define SJ_HALF_DIRECT_BF16 8
 #endif
 
 /* The per-thread float32 buffer of one widened panel, kept and grown across calls (freed at thread

@@ -111,7 +111,7 @@ static void SJ_NAME(half_packed)(const float *x, ptrdiff_t ldx, int M, const uin
                                  const float *bias, float *y, ptrdiff_t ldy, int p0, int p1) {
     if (M <= 0 || p0 >= p1)
         return;
-    float *buf = M > SJ_HALF_DIRECT && K > 0 ? sj_half_scratch((size_t)K * SJ_PANEL) : NULL;
+    float *buf = M > (bf ? SJ_HALF_DIRECT_BF16 : SJ_HALF_DIRECT) && K > 0 ? sj_half_scratch((size_t)K * SJ_PANEL) : NULL;
     if (!buf) {
         if (bf)
             SJ_NAME(half_direct)(x, ldx, M, wp, 1, K, N, bias, y, ldy, p0, p1);
