@@ -9,6 +9,7 @@ are graphs (:mod:`seqjit.graph`) built by the architectures in :mod:`seqjit.mode
     model = seqjit.from_torch(state_dict, arch="transformer", encoder_heads=8, ...)
     model.save("out/")
     int8 = seqjit.quantize(model, "int8")            # int8 linear weights, per-row scales
+    fp16 = seqjit.quantize(model, "float16")         # 16-bit weights ("bfloat16" too): docs/half_precision.md
 
 The names below are imported on first use, so ``import seqjit`` stays fast (no Numba compile).
 """

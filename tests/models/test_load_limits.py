@@ -317,7 +317,7 @@ def test_valid_shard_index_loads(tmp_path):
 
 
 # -- item 12: dtypes NumPy lacks -------------------------------------------------------------------
-@pytest.mark.parametrize("dtype", ["F8_E4M3", "F8_E5M2", "BF16", "C64", 7])
+@pytest.mark.parametrize("dtype", ["F8_E4M3", "F8_E5M2", "C64", 7])
 def test_unsupported_dtype_names_the_tensor(saved, dtype):
     def edit(h):
         h["decoder.layers.0.fc2.bias"]["dtype"] = dtype
@@ -325,6 +325,18 @@ def test_unsupported_dtype_names_the_tensor(saved, dtype):
     _edit_header(saved / "model.safetensors", edit)
     with pytest.raises(ModelFormatError, match=r"tensor 'decoder.layers.0.fc2.bias' has dtype .*which seqjit cannot "
                                                "read"):
+        seqjit.load(saved)
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float16"])
+def test_16_bit_tensor_where_float32_is_expected_names_the_tensor(saved, fmt):
+    """A 16-bit tensor is readable now, but a float32 model's weight must be stored as F32."""
+    from seqjit.models.io import read_safetensors
+
+    weights, _ = read_safetensors(saved / "model.safetensors")
+    weights["decoder.layers.0.fc2.bias"] = np.zeros(8, np.uint16)
+    write_safetensors(saved / "model.safetensors", weights, half_format=fmt)
+    with pytest.raises(ModelFormatError, match=f"decoder.layers.0.fc2.bias has dtype {fmt}, expected float32"):
         seqjit.load(saved)
 
 

@@ -136,7 +136,7 @@ def test_quantize_refuses_what_it_cannot_do(marian_fp32_int8):
     fp32, int8 = marian_fp32_int8
     with pytest.raises(ValueError, match="already quantized"):
         seqjit.quantize(int8, "int8")
-    with pytest.raises(ValueError, match="scheme must be 'int8'"):
+    with pytest.raises(ValueError, match="scheme must be one of"):
         seqjit.quantize(fp32, "int4")
     assert fp32.config.quantization == "none" and fp32.weights["decoder.layers.0.fc1.weight"].dtype == np.float32
     with pytest.raises(seqjit.ConfigError, match="needs dtype float32"):

@@ -69,9 +69,10 @@ def register(subparsers) -> None:
                    help="--from joeynmt/opennmt: the target SentencePiece model (as --src-spm)")
     p.add_argument("--dtype", default=None, choices=("float32", "float64"), help="weight dtype (default: float32)")
     p.add_argument("--force", action="store_true", help="write into OUT even when it is not empty")
-    p.add_argument("--quantize", default=None, choices=("int8",),
-                   help="store the linear weights and the RNN matrices as int8 with per-row (per gate row) "
-                        "float32 scales (seqjit.quantize)")
+    p.add_argument("--quantize", default=None, choices=("int8", "float16", "bfloat16"),
+                   help="int8: store the linear weights and the RNN matrices as int8 with per-row (per gate row) "
+                        "float32 scales; float16, bfloat16: store the linear weights and a Transformer's "
+                        "embedding tables in 16 bits (seqjit.quantize; docs/half_precision.md)")
     p.set_defaults(func=run)
 
 

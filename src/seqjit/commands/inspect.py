@@ -73,9 +73,13 @@ def describe(model, *, max_length: int = 256, path=None) -> dict:
     """Everything ``inspect`` prints, as plain JSON-able values."""
     weights = model.weights
     params = sum(int(w.size) for w in weights.values())
+    from seqjit.models.quantization import half_format
+
+    half = half_format(model.config)  # a 16-bit model's uint16 weights are shown by their format
     by_dtype: dict = {}
     for w in weights.values():
-        entry = by_dtype.setdefault(np.dtype(w.dtype).name, {"parameters": 0, "bytes": 0})
+        name = half if half is not None and w.dtype == np.uint16 else np.dtype(w.dtype).name
+        entry = by_dtype.setdefault(name, {"parameters": 0, "bytes": 0})
         entry["parameters"] += int(w.size)
         entry["bytes"] += int(w.nbytes)
     weight_bytes = sum(int(w.nbytes) for w in weights.values())

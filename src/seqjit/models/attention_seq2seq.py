@@ -222,12 +222,12 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         p = "decoder.attention"
         if c.attention == "bahdanau":
             bias = g.constant(f"{p}.keys_bias", w[f"{p}.Ua.bias"] + w[f"{p}.Wa.bias"])
-            g.output(linear(g, out, w, f"{p}.Ua.weight", bias, name=f"{p}.Ua"), name=KEYS)
+            g.output(linear(g, out, w, f"{p}.Ua.weight", bias, config=c, name=f"{p}.Ua"), name=KEYS)
         elif c.attention == "concat":  # W [q; m] = W_q q + W_m m: the memory's part once per source
             g.output(g.op("linear", out, self._concat_part(g, "memory"), None, name=f"{p}.W_memory"), name=KEYS)
         elif c.attention == "general":
             bias = P.w(f"{p}.Wa.bias") if c.attention_bias else None
-            g.output(linear(g, out, w, f"{p}.Wa.weight", bias, name=f"{p}.Wa"), name=KEYS)
+            g.output(linear(g, out, w, f"{p}.Wa.weight", bias, config=c, name=f"{p}.Wa"), name=KEYS)
         P.output_initial_states(out, h_n, c_n, lengths)
         return g.build()
 
@@ -317,7 +317,7 @@ class AttentionSeq2SeqModel(Seq2SeqModel):
         parts = (context, h) if c.concat_order == "context_first" else (h, context)
         cat = g.op("concat", *parts, axis=-1, name="decoder.concat_input")
         bias = P.w("decoder.concat.bias") if c.concat_bias else None
-        return linear(g, cat, self.weights, "decoder.concat.weight", bias, activation=c.attentional_activation,
+        return linear(g, cat, self.weights, "decoder.concat.weight", bias, config=c, activation=c.attentional_activation,
                       name="decoder.concat")
 
     def _gated(self, g, x, top, attended):

@@ -12,7 +12,8 @@
   ``/dev/zero`` is refused); ``config.json`` is at most 1 MiB (:mod:`seqjit.models.files`);
 - the config: known architecture and keys, values of the right kind, floats finite, sizes within
   the limits of :mod:`seqjit.models.config` (layers <= 1024, ``max_positions`` <= 65536);
-- the weights' header against the config (names, shapes, dtypes), before any tensor is read;
+- the weights' header against the config (names, shapes, dtypes: a 16-bit model's 16-bit weights
+  must be stored as its format, ``F16`` or ``BF16``), before any tensor is read;
 - the checksums (a file without them loads with a :class:`~seqjit.errors.ChecksumWarning`);
 - NaN and Inf in every float weight (``allow_nonfinite=True`` loads them anyway).
 
@@ -59,7 +60,10 @@ def save_model(model, path) -> None:
     """Write ``model``'s ``config.json`` and ``model.safetensors`` (with checksums) into directory ``path``."""
     directory = Path(path)
     directory.mkdir(parents=True, exist_ok=True)
-    write_safetensors(directory / WEIGHTS, model.weights, {"format": "seqjit", "architecture": model.arch})
+    from seqjit.models.quantization import half_format
+
+    write_safetensors(directory / WEIGHTS, model.weights, {"format": "seqjit", "architecture": model.arch},
+                      half_format=half_format(model.config))
     text = json.dumps(model.config.to_dict(), indent=2, sort_keys=True) + "\n"
     write_replacing(directory / CONFIG, text)  # a link planted at config.json is replaced, not followed
 
@@ -88,8 +92,10 @@ def load_model(path, *, backend=None, allow_nonfinite: bool = False, device: str
     except ConfigError as exc:
         raise ModelConfigError(str(exc) if str(directory) in str(exc) else f"{config_path}: {exc}") from None
     weights_path = model_file(directory, WEIGHTS)
+    from seqjit.models.quantization import half_format
+
     weights, _ = read_safetensors(weights_path, spec=cls.weight_spec(config), warn_unchecked=True,
-                                  allow_nonfinite=allow_nonfinite)
+                                  allow_nonfinite=allow_nonfinite, half_format=half_format(config))
     model = cls(config, weights, backend=backend, source=str(weights_path))
     return model.prepare() if device == "cpu" else model.to(device)
 

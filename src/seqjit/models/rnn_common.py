@@ -126,7 +126,7 @@ class RNNConfig(ModelConfig):
     decoder_start_id: int = 1
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
-    quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
+    quantization: str = choice("none", SCHEMES)  # "int8", "float16", "bfloat16": seqjit.models.quantization
     suppress_tokens: list | None = None  # recorded from the toolkit (module docstring): ids it never generates
     suppress_pad_token: bool = True  # recorded from the toolkit: whether it bans the pad token
 

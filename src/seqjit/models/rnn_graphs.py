@@ -73,7 +73,8 @@ class RNNPieces:
                      (L - 1) * D * H + H, name="encoder.top_final_h")  # [fwd; bwd] or fwd
             if c.bridge == "last":
                 return x
-        return linear(self.g, x, self.weights, "bridge.weight", self.w("bridge.bias"), activation=c.bridge_activation,
+        return linear(self.g, x, self.weights, "bridge.weight", self.w("bridge.bias"), config=c,
+                      activation=c.bridge_activation,
                       name="bridge")
 
     def masked_mean(self, memory, lengths):
@@ -109,7 +110,7 @@ class RNNPieces:
                 layers.append(both)
             elif c.bridge == "linear":
                 layers.append(linear(g, both, self.weights, f"{prefix}.weight", self.w(f"{prefix}.bias"),
-                                     activation=c.bridge_activation, name=f"{prefix}.{l}"))
+                                     config=c, activation=c.bridge_activation, name=f"{prefix}.{l}"))
             else:
                 fwd = g.op("slice_last", both, start=0, stop=H)
                 bwd = g.op("slice_last", both, start=H, stop=2 * H)
@@ -122,7 +123,7 @@ class RNNPieces:
         g, c = self.g, self.c
         LH, DH = c.num_layers * c.hidden_size, c.directions * c.hidden_size
         pieces = [linear(g, g.op("slice_last", flat, start=r * LH, stop=(r + 1) * LH), self.weights,
-                         f"{prefix}.weight", self.w(f"{prefix}.bias"), activation=c.bridge_activation,
+                         f"{prefix}.weight", self.w(f"{prefix}.bias"), config=c, activation=c.bridge_activation,
                          name=f"{prefix}.piece{r}") for r in range(c.directions)]
         mixed = pieces[0] if len(pieces) == 1 else g.op("concat", *pieces, axis=-1, name=f"{prefix}.mixed")
         if c.num_layers == 1:
@@ -203,10 +204,11 @@ class RNNPieces:
             h = self.leaky_hidden(h)
         elif c.output_layer == "mlp":
             h = linear(g, h, self.weights, "decoder.out_hidden.weight", self.w("decoder.out_hidden.bias"),
-                       activation=c.output_activation, name="decoder.out_hidden")
+                       config=c, activation=c.output_activation, name="decoder.out_hidden")
         elif c.output_layer == "maxout":
             h = self.maxout(h)
-        y = linear(g, h, self.weights, "decoder.out.weight", self.w("decoder.out.bias"), name="decoder.out")
+        y = linear(g, h, self.weights, "decoder.out.weight", self.w("decoder.out.bias"), config=self.c,
+                   name="decoder.out")
         if self.c.output_log_softmax:
             y = g.op("log_softmax", y, name="decoder.log_softmax")
         return g.output(y, name=LOGITS)

@@ -103,7 +103,7 @@ class TransformerConfig(ModelConfig):
     bad_words_ids: list | None = None
     suppress_pad_token: bool = True
     dtype: str = choice("float32", ("float32", "float64"))
-    quantization: str = choice("none", SCHEMES)  # "int8": see seqjit.models.quantization
+    quantization: str = choice("none", SCHEMES)  # "int8", "float16", "bfloat16": seqjit.models.quantization
 
     def validate(self, where: str = "config") -> None:
         positive(where, src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size, d_model=self.d_model,

@@ -35,10 +35,10 @@ class _Layers:
         return self.g.constant(name, self.weights[name])
 
     def linear(self, x, prefix):
-        """``linear`` (``linear_int8`` for a quantized model) of weight ``prefix.weight`` (and
+        """``linear`` (``linear_int8`` / ``linear_half`` for a quantized model) of weight ``prefix.weight`` (and
         ``prefix.bias`` when the config's projections have biases)."""
         bias = self.w(prefix + ".bias") if self.c.projection_bias else None
-        return linear(self.g, x, self.weights, prefix + ".weight", bias, name=prefix)
+        return linear(self.g, x, self.weights, prefix + ".weight", bias, config=self.c, name=prefix)
 
     def norm(self, x, prefix, scale: float = 1.0):
         """Layer norm, or RMS norm (``norm`` "rms"), of weight ``prefix.weight``; ``scale``: folded
@@ -102,6 +102,9 @@ class _Layers:
         if self.weights[name].dtype == np.int8:  # a quantized model's table: int8 rows, per-row scales
             args = (ids, table, self.w(name + SCALE)) + (() if positions is None else (positions,))
             x = self.g.op("embedding_int8", *args, scale=scale, name=f"{side}.embed")
+        elif self.weights[name].dtype == np.uint16:  # a 16-bit model's table: the format's bits
+            args = (ids, table) if positions is None else (ids, table, positions)
+            x = self.g.op("embedding_half", *args, fmt=c.quantization, scale=scale, name=f"{side}.embed")
         else:
             args = (ids, table) if positions is None else (ids, table, positions)
             x = self.g.op("embedding", *args, scale=scale, name=f"{side}.embed")
@@ -146,7 +149,7 @@ class _Layers:
 
     def logits(self, h):
         bias = self.w("final_logits_bias") if self.c.final_logits_bias else None
-        return linear(self.g, h, self.weights, self.output_weight_name(), bias, name="lm_head")
+        return linear(self.g, h, self.weights, self.output_weight_name(), bias, config=self.c, name="lm_head")
 
     @property
     def offset(self) -> int:

@@ -3,19 +3,24 @@
 Reading (:func:`read_safetensors`) goes in this order, so a bad file costs little:
 
 1. the header (8-byte length + JSON) is read and checked by seqjit first: entries well formed, every
-   dtype one NumPy has (``F8_E4M3``, ``BF16``... are refused naming the tensor), every tensor's
+   dtype one seqjit reads (``F8_E4M3``, ``C64``... are refused naming the tensor), every tensor's
    bytes (its shape's product, in Python integers, times its element size) equal to the span of its
    ``data_offsets``, the spans inside the file and tiling its data region without overlap or gap,
    so nothing a header declares is allocated beyond the file's own size; and, when the caller
    gives the architecture's weight spec, every name, shape and dtype against it: a config that
    contradicts the weights is refused before any tensor is read;
 2. safetensors reads the tensors (it checks offsets and the file size: a truncated file is refused);
+   ``BF16`` tensors, which its NumPy API cannot return, are read by seqjit from their checked span;
 3. the per-tensor CRC-32 checksums in the metadata (key ``seqjit.crc32``, a JSON object name ->
    CRC) are verified; a malformed value, a missing or an extra entry is an error; a file with none
    gets a :class:`~seqjit.errors.ChecksumWarning` when the caller asks for it (``seqjit.load``);
-4. every float tensor is checked for NaN and Inf (opt out with ``allow_nonfinite=True``).
+4. every float tensor is checked for NaN and Inf (opt out with ``allow_nonfinite=True``), 16-bit
+   ones on their bits.
 
-:func:`write_safetensors` always writes the checksums, through a temporary file renamed into place.
+16-bit float tensors (``F16``, ``BF16``: :mod:`seqjit.models.half_format`) are returned as their raw
+``uint16`` bits when the caller reads a model of that format (``half_format``), else widened to
+float32 (exactly, once). :func:`write_safetensors` always writes the checksums, through a temporary
+file renamed into place, and writes ``uint16`` tensors as ``half_format``'s code (``F16``/``BF16``).
 """
 from __future__ import annotations
 
@@ -29,21 +34,38 @@ from pathlib import Path
 
 import numpy as np
 
+from typing import NamedTuple
+
 from seqjit.errors import ChecksumWarning, ModelFormatError
 from seqjit.models.files import open_regular, parse_json
+from seqjit.models.half_format import CODES, FORMATS, check_format, count_nonfinite, widen
 
 CRC_KEY = "seqjit.crc32"
 #: safetensors' own limit on the header size
 HEADER_MAX_BYTES = 100 << 20
 #: the most dimensions a tensor may declare (NumPy's own limit is 64)
 MAX_DIMS = 32
-#: safetensors dtype code -> the NumPy dtype it is read as
-DTYPES = {"F64": "float64", "F32": "float32", "F16": "float16", "I64": "int64", "I32": "int32", "I16": "int16",
-          "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool"}
+#: safetensors dtype code -> the NumPy dtype its elements are stored as (F16 and BF16: 16-bit words,
+#: :mod:`seqjit.models.half_format`)
+DTYPES = {"F64": "float64", "F32": "float32", "F16": "uint16", "BF16": "uint16", "I64": "int64", "I32": "int32",
+          "I16": "int16", "I8": "int8", "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8",
+          "BOOL": "bool"}
+_CODE_OF = {"float64": "F64", "float32": "F32", "int64": "I64", "int32": "I32", "int16": "I16", "int8": "I8",
+            "uint64": "U64", "uint32": "U32", "uint16": "U16", "uint8": "U8", "bool": "BOOL", "float16": "F16"}
+
+
+class Entry(NamedTuple):
+    """One tensor of a safetensors header: its shape, storage dtype, dtype code, and where its bytes
+    start in the file."""
+
+    shape: tuple
+    dtype: np.dtype
+    code: str
+    start: int
 
 
 def read_header(path: Path) -> tuple:
-    """``({name: (shape tuple, numpy dtype)}, metadata dict)`` from the header of safetensors file ``path``."""
+    """``({name: Entry}, metadata dict)`` from the header of safetensors file ``path``."""
     try:
         with os.fdopen(open_regular(path), "rb") as f:
             size = os.fstat(f.fileno()).st_size
@@ -69,7 +91,8 @@ def read_header(path: Path) -> tuple:
         raise ModelFormatError(f"{path}: the safetensors __metadata__ must map names to strings")
     entries, spans = {}, []
     for name, entry in header.items():
-        entries[name], span = _entry(path, name, entry)
+        shape, code, span = _entry(path, name, entry)
+        entries[name] = Entry(shape, np.dtype(DTYPES[code]), code, 8 + length + span[0])
         spans.append((span, name))
     _check_spans(path, spans, size - 8 - length)
     return entries, metadata
@@ -120,51 +143,92 @@ def _entry(path: Path, name: str, entry) -> tuple:
         raise ModelFormatError(f"{path}: tensor {name!r} declares shape {str(shape)[:80]} of {dtype} "
                                f"({shown} bytes), but its data_offsets [{begin}, {end}] span "
                                f"{end - begin} bytes; the header is corrupted")
-    return (tuple(shape), np.dtype(DTYPES[dtype])), (begin, end)
+    return tuple(shape), dtype, (begin, end)
 
 
-def check_header(path: Path, entries: dict, spec: dict) -> None:
-    """Every weight of ``spec`` (name -> TensorSpec) present in ``entries`` with its shape and dtype,
-    and nothing else; one ModelFormatError lists every problem."""
+def expected_code(dtype, half_format: str | None = None) -> str:
+    """The safetensors code a weight of NumPy ``dtype`` is stored as: ``uint16`` is ``half_format``'s
+    code (F16, BF16) in a 16-bit model, else U16."""
+    name = np.dtype(dtype).name
+    if name == "uint16" and half_format is not None:
+        return CODES[check_format(half_format)]
+    return _CODE_OF[name]
+
+
+def _shown(code: str) -> str:
+    """A dtype code by its NumPy-style name (F32: float32; BF16: bfloat16; U16: uint16)."""
+    return FORMATS.get(code) or next(name for name, c in _CODE_OF.items() if c == code)
+
+
+def check_header(path: Path, entries: dict, spec: dict, half_format: str | None = None) -> None:
+    """Every weight of ``spec`` (name -> TensorSpec) present in ``entries`` with its shape and dtype
+    code (a ``uint16`` weight of a ``half_format`` model: that format's code), and nothing else; one
+    ModelFormatError lists every problem."""
     from seqjit.models.weight_checks import name_problems
 
     problems = name_problems(spec, entries)
     for name, want in spec.items():
         if name not in entries:
             continue
-        shape, dtype = entries[name]
-        if shape != tuple(want.shape):
-            problems.append(f"{name} has shape {list(shape)}, expected {list(want.shape)}")
-        elif dtype != np.dtype(want.dtype):
-            problems.append(f"{name} has dtype {dtype.name}, expected {np.dtype(want.dtype).name}")
+        entry, code = entries[name], expected_code(want.dtype, half_format)
+        if entry.shape != tuple(want.shape):
+            problems.append(f"{name} has shape {list(entry.shape)}, expected {list(want.shape)}")
+        elif entry.code != code:
+            problems.append(f"{name} has dtype {_shown(entry.code)}, expected {_shown(code)}")
     if problems:
         raise ModelFormatError(f"{path}: " + "; ".join(problems))
 
 
 def read_safetensors(path, *, verify: bool = True, spec: dict | None = None, warn_unchecked: bool = False,
-                     allow_nonfinite: bool = False) -> tuple:
+                     allow_nonfinite: bool = False, half_format: str | None = None) -> tuple:
     """``(tensors, metadata)`` of safetensors file ``path`` as NumPy arrays, checked in the order of
     the module docstring (``spec``: check the header against it first; ``verify``: the checksums;
-    ``warn_unchecked``: warn when there are none). Every problem is a ModelFormatError naming the file."""
+    ``warn_unchecked``: warn when there are none). 16-bit float tensors of format ``half_format``
+    (``"float16"``, ``"bfloat16"``) come back as their ``uint16`` bits, every other one widened to
+    float32. Every problem is a ModelFormatError naming the file."""
     from safetensors import SafetensorError, safe_open
 
     path = Path(path)
+    if half_format is not None:
+        check_format(half_format)
     entries, metadata = read_header(path)
     if spec is not None:
-        check_header(path, entries, spec)
+        check_header(path, entries, spec, half_format)
     try:
         tensors = {}
         with safe_open(str(path), framework="np") as f:
             for name in f.keys():
-                tensors[name] = f.get_tensor(name)
-    except (SafetensorError, OSError, ValueError, TypeError, AttributeError) as exc:
+                if entries[name].code != "BF16":  # NumPy has no bfloat16: read below
+                    tensors[name] = f.get_tensor(name)
+    except (SafetensorError, OSError, ValueError, TypeError, AttributeError, KeyError) as exc:
         raise ModelFormatError(f"{path} is not a readable safetensors file ({exc}); it is truncated or "
                                "corrupted") from None
+    halves = {name: FORMATS[e.code] for name, e in entries.items() if e.code in FORMATS}
+    _read_words(path, entries, [n for n, fmt in halves.items() if fmt == "bfloat16"], tensors)
+    for name in halves:
+        tensors[name] = tensors[name].view(np.uint16)
     if verify:
         verify_checksums(path, tensors, metadata, warn_missing=warn_unchecked)
     if not allow_nonfinite:
-        check_finite(path, tensors)
+        check_finite(path, tensors, halves)
+    for name, fmt in halves.items():
+        if fmt != half_format:
+            tensors[name] = widen(tensors[name], fmt)
     return tensors, metadata
+
+
+def _read_words(path: Path, entries: dict, names: list, tensors: dict) -> None:
+    """The 16-bit words of tensors ``names`` into ``tensors``, each read from its checked span."""
+    if not names:
+        return
+    with os.fdopen(open_regular(path), "rb") as f:
+        for name in names:
+            entry = entries[name]
+            words = np.empty(entry.shape, np.dtype("<u2"))
+            f.seek(entry.start)
+            if f.readinto(memoryview(words.reshape(-1)).cast("B")) != words.nbytes:
+                raise ModelFormatError(f"{path}: tensor {name!r} ends past the end of the file; it is truncated")
+            tensors[name] = words.astype(np.uint16, copy=False)
 
 
 def verify_checksums(path: Path, tensors: dict, metadata: dict, *, warn_missing: bool = False) -> None:
@@ -198,21 +262,28 @@ def verify_checksums(path: Path, tensors: dict, metadata: dict, *, warn_missing:
             raise ModelFormatError(f"{path}: tensor {name!r} fails its CRC-32 check; the file is corrupted")
 
 
-def check_finite(path: Path, tensors: dict) -> None:
-    """Refuse a float tensor holding NaN or Inf (min and max propagate NaN: two passes, no copy)."""
+def check_finite(path: Path, tensors: dict, halves: dict | None = None) -> None:
+    """Refuse a float tensor holding NaN or Inf (min and max propagate NaN: two passes, no copy);
+    ``halves``: name -> format of the tensors that are 16-bit float words."""
+    halves = halves or {}
     for name, arr in tensors.items():
-        if arr.dtype.kind == "f" and arr.size and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):
+        bad = 0
+        if name in halves:
+            bad = count_nonfinite(arr, halves[name])
+        elif arr.dtype.kind == "f" and arr.size and not (np.isfinite(arr.min()) and np.isfinite(arr.max())):
             bad = int(arr.size - np.count_nonzero(np.isfinite(arr)))
+        if bad:
             raise ModelFormatError(f"{path}: tensor {name!r} holds {bad} non-finite value(s) (NaN or Inf), which "
                                    "would decode garbage; pass allow_nonfinite=True to load it anyway")
 
 
-def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> None:
-    """Write ``tensors`` with their CRC-32 checksums in the metadata (always)."""
-    from safetensors.numpy import save_file
-
+def write_safetensors(path, tensors: dict, metadata: dict | None = None, half_format: str | None = None) -> None:
+    """Write ``tensors`` with their CRC-32 checksums in the metadata (always); ``uint16`` tensors as
+    16-bit floats of ``half_format`` (``"float16"``: F16, ``"bfloat16"``: BF16) when given."""
     path = Path(path)
-    tensors = {k: np.ascontiguousarray(v) for k, v in tensors.items()}
+    if half_format is not None:
+        check_format(half_format)
+    tensors = {k: np.ascontiguousarray(v, dtype=v.dtype.newbyteorder("<")) for k, v in tensors.items()}
     meta = dict(metadata or {})
     meta[CRC_KEY] = json.dumps({k: crc32(v) for k, v in tensors.items()}, sort_keys=True)
     # a temporary name no one can guess (created exclusively, links not followed), renamed over path:
@@ -220,7 +291,7 @@ def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> None
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     os.close(fd)
     try:
-        save_file(tensors, tmp, metadata=meta)
+        _serialize(tensors, tmp, meta, half_format)
         os.chmod(tmp, 0o644)  # safetensors creates the file owner-only; a model is data others may read
         os.replace(tmp, path)
     except BaseException:
@@ -232,3 +303,20 @@ def write_safetensors(path, tensors: dict, metadata: dict | None = None) -> None
 def crc32(arr: np.ndarray) -> int:
     # flattened first: memoryview.cast refuses a shape with a zero in it, such as (2, 0, 3)
     return zlib.crc32(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+
+
+def _serialize(tensors: dict, filename: str, metadata: dict, half_format: str | None) -> None:
+    """safetensors' own writer, given each tensor's dtype by name (its NumPy API cannot name bfloat16)."""
+    import safetensors
+
+    keep = []
+    flat = {}
+    for name, arr in tensors.items():
+        dtype = half_format if arr.dtype == np.uint16 and half_format is not None else arr.dtype.name
+        spec_class = getattr(safetensors, "TensorSpec", None)  # safetensors >= 0.8 takes a pointer
+        if spec_class is None:
+            flat[name] = {"dtype": dtype, "shape": arr.shape, "data": arr.tobytes()}
+        else:
+            keep.append(arr)
+            flat[name] = spec_class(dtype=dtype, shape=arr.shape, data_ptr=arr.ctypes.data, data_len=arr.nbytes)
+    safetensors.serialize_file(flat, filename, metadata=metadata)

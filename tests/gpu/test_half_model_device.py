@@ -1,0 +1,29 @@
+"""16-bit models (``seqjit.quantize(model, "float16" | "bfloat16")``) on the GPU (the simulator in CI):
+their 16-bit weights uploaded as uint16 (half the bytes), the same logits and greedy ids as on the CPU,
+for every architecture."""
+import numpy as np
+import pytest
+
+import seqjit
+
+from .conftest import SOURCES, cuda_or_skip, tiny_models
+
+
+@pytest.mark.parametrize("fmt", ["float16", "bfloat16"])
+@pytest.mark.parametrize("arch", ["transformer", "rnn_seq2seq", "luong"])
+def test_half_model_on_the_device_matches_the_cpu(arch, fmt):
+    cuda_or_skip()
+    from seqjit.kernels._cuda import is_device_array
+
+    half = seqjit.quantize(tiny_models()[arch], fmt)
+    src = np.array([[3, 4, 5], [6, 7, 0]])
+    lengths = np.array([3, 2])
+    tgt = np.array([[1, 5, 6, 7], [1, 8, 9, 3]])
+    want = half.logits(src, tgt, lengths)
+    ids = [r.ids for r in half.generate(SOURCES, max_length=4)]
+    half.to("cuda")
+    sixteen = [d for _, d in half.device_runtime.placement._constants.values()
+               if is_device_array(d) and d.dtype == np.uint16]
+    assert sixteen, "no 16-bit weight was uploaded as uint16"
+    np.testing.assert_allclose(half.logits(src, tgt, lengths), want, rtol=1e-4, atol=1e-5)
+    assert [r.ids for r in half.generate(SOURCES, max_length=4)] == ids
