@@ -71,11 +71,11 @@ OPERANDS = {
     "embedding_int8": _operands(p="ids table positions y row_scale", i="n d length vocab", f="scale"),
     "rnn_int8": _operands(p="xg h0 c0 lengths w scale bias out h_n c_n scratch qh",
                           i="lstm batch steps hidden ldx reverse"),
-    "linear_half": _operands(p="x w bias y", i="m k n ldx ldy act fmt"),
-    "embedding_half": _operands(p="ids table positions y", i="n d length vocab fmt", f="scale"),
     "rms_norm": _operands(p="x weight y", i="m d ldx ldy", f="eps"),
     "mul": _operands(p="a b y", i="n"),
     "relative_bias": _operands(p="table buckets step y", i="heads below lq lk has_step"),
+    "linear_half": _operands(p="x w bias y", i="m k n ldx ldy act fmt"),
+    "embedding_half": _operands(p="ids table positions y", i="n d length vocab fmt", f="scale"),
 }
 #: what an instruction holds of each kind at most (_instr.pxi's NPTR, NINT, NFLT)
 LIMITS = (12, 24, 4)
