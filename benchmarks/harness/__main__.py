@@ -14,7 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from . import host, models, runner, table
-from .engines import ENGINES, missing
+from .engines import ENGINES, QUANTIZED, missing
 from .workloads import GROUPS, WORKLOADS, select
 
 
@@ -85,7 +85,8 @@ def main(argv=None) -> int:
                   "or set $SEQJIT_TOOLKITS_PYTHON)", flush=True)
             continue
         onnx = any(ENGINES[e].onnx for e in engines)
-        if not models.prepare(w.model, onnx=onnx, int8="seqjit-int8" in engines, ort_python=ort_python):
+        schemes = [s for e, s in QUANTIZED.items() if e in engines]
+        if not models.prepare(w.model, onnx=onnx, schemes=schemes, ort_python=ort_python):
             skipped.update({e: "no ONNX export (see benchmarks/decoding/export_onnx.py)" for e in engines
                             if ENGINES[e].onnx})
             engines = [e for e in engines if not ENGINES[e].onnx]

@@ -2,7 +2,8 @@
 and ``build(engine, model, search, threads)``, run inside a worker process, which returns
 ``run(sources) -> list of id lists``.
 
-Engines: ``seqjit`` (float32) and ``seqjit-int8`` (``seqjit.quantize``), ``ctranslate2`` and
+Engines: ``seqjit`` (float32), ``seqjit-int8``, ``seqjit-float16`` and ``seqjit-bfloat16``
+(``seqjit.quantize``: int8 weights, or 16-bit weights with float32 arithmetic), ``ctranslate2`` and
 ``ctranslate2-int8`` (its float32 conversion loaded with ``compute_type="int8"``), ``onnxruntime``
 (the optimum export driven by a NumPy greedy / beam loop, ``benchmarks/decoding/ort_seq2seq.py``),
 ``ort-generate`` (optimum's ``ORTModelForSeq2SeqLM.generate``, under the export interpreter
@@ -29,6 +30,8 @@ class Engine:
 ENGINES: dict[str, Engine] = {
     "seqjit": Engine("seqjit", "seqjit"),
     "seqjit-int8": Engine("seqjit int8", "seqjit"),
+    "seqjit-float16": Engine("seqjit float16 weights", "seqjit"),
+    "seqjit-bfloat16": Engine("seqjit bfloat16 weights", "seqjit"),
     "ctranslate2": Engine("CTranslate2", "ctranslate2"),
     "ctranslate2-int8": Engine("CTranslate2 int8", "ctranslate2"),
     "onnxruntime": Engine("ONNX Runtime (NumPy loop)", "onnxruntime", onnx=True),
@@ -84,10 +87,10 @@ def build(name: str, model: str, search: str, threads: int):
 
         return w.rnn_engine(name, model[4:])
     root = models.root(model)
-    if name in ("seqjit-int8", "ctranslate2-int8"):
+    if name in QUANTIZED or name == "ctranslate2-int8":
         if beam != 1 or model != "marian":
-            raise SystemExit("the int8 engines are declared for greedy Marian only")
-        return _int8(name, root, threads)
+            raise SystemExit("the int8 and 16-bit engines are declared for greedy Marian only")
+        return _quantized(name, root, threads)
     if name in ("onnxruntime", "ort-generate"):
         rule = _rule(model)
         make = ort_seq2seq.numpy_engine if name == "onnxruntime" else ort_seq2seq.generate_engine
@@ -116,14 +119,18 @@ def _rule(model: str):
     return hf_families.rule(model)
 
 
-def _int8(name: str, root, threads: int):
+#: the seqjit engines of a quantized model: engine -> seqjit.quantize's scheme (saved as ``seqjit_<scheme>/``)
+QUANTIZED = {"seqjit-int8": "int8", "seqjit-float16": "float16", "seqjit-bfloat16": "bfloat16"}
+
+
+def _quantized(name: str, root, threads: int):
     from benchmarks.decoding import workload as w
 
     n = w.NEW_TOKENS
-    if name == "seqjit-int8":
+    if name in QUANTIZED:
         import seqjit
 
-        model = seqjit.load(root / "seqjit_int8")
+        model = seqjit.load(root / f"seqjit_{QUANTIZED[name]}")
         return lambda srcs: [r.ids[0] for r in model.generate(srcs, max_length=n, min_length=n,
                                                                max_batch_size=len(srcs))]
     import ctranslate2

@@ -70,7 +70,7 @@ MODELS: dict[str, Model] = {
 
 
 def root(model: str) -> Path | None:
-    """The cache directory holding ``hf/``, ``ct2/`` (and ``onnx/``, ``seqjit_int8/``); None for the RNN
+    """The cache directory holding ``hf/``, ``ct2/`` (and ``onnx/``, ``seqjit_<scheme>/``); None for the RNN
     models, which every process builds from its torch seed."""
     if model == "tiny":
         return sw.prepare_tiny()
@@ -81,13 +81,15 @@ def root(model: str) -> Path | None:
     return None
 
 
-def prepare(model: str, onnx: bool = False, int8: bool = False, ort_python: str | None = None) -> bool:
-    """Build what the workers load; False when the ONNX export was asked for and is not available."""
+def prepare(model: str, onnx: bool = False, schemes=(), ort_python: str | None = None) -> bool:
+    """Build what the workers load (``schemes``: the ``seqjit.quantize`` schemes the engines load);
+    False when the ONNX export was asked for and is not available."""
     path = root(model)
-    if int8 and path is not None and not (path / "seqjit_int8" / "model.safetensors").exists():
-        import seqjit
+    for scheme in schemes if path is not None else ():
+        if not (path / f"seqjit_{scheme}" / "model.safetensors").exists():
+            import seqjit
 
-        seqjit.quantize(seqjit.convert.from_hf(path / "hf"), "int8").save(path / "seqjit_int8")
+            seqjit.quantize(seqjit.convert.from_hf(path / "hf"), scheme).save(path / f"seqjit_{scheme}")
     if onnx and path is not None:
         from benchmarks.decoding import export_onnx
 

@@ -44,6 +44,9 @@ _W = [
              "Marian at opus-mt-en-de size, beam search of width 4"),
     Workload("marian-int8", "marian", ("seqjit-int8", "ctranslate2-int8", "seqjit", "ctranslate2"), (1, 16),
              "greedy", None, "Marian at opus-mt-en-de size, int8 weights (seqjit.quantize; CTranslate2 compute_type int8)"),
+    Workload("marian-half", "marian", ("seqjit-float16", "seqjit-bfloat16", "seqjit", "ctranslate2"), (1, 16),
+             "greedy", None, "Marian at opus-mt-en-de size, 16-bit weights (seqjit.quantize float16 / bfloat16, float32 "
+                             "arithmetic) against float32"),
 ]
 for family, shape in (("bart", "bart-base"), ("m2m_100", "m2m100_418M"), ("t5", "t5-base")):
     for search in ("greedy", "beam4"):
@@ -60,7 +63,7 @@ GROUPS: dict[str, tuple[tuple[str, ...], tuple[str, ...] | None]] = {
                     ("seqjit", "seqjit-int8", "ctranslate2", "ctranslate2-int8", "numpy")),
     "small": (("tiny-greedy", "tiny-beam4", "tiny-topk10", "gru"), None),
     "rnn": (("rnn-gru", "rnn-bahdanau"), None),
-    "marian": (("marian-greedy", "marian-beam4", "marian-int8"), None),
+    "marian": (("marian-greedy", "marian-beam4", "marian-int8", "marian-half"), None),
     "hf-families": (tuple(w.name for w in _W if w.model in ("bart", "m2m_100", "t5")), None),
 }
 
