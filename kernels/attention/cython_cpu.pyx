@@ -1,7 +1,7 @@
 # cython: language_level=3
 """Cython CPU attention: float32 with two or more queries (no weights) runs the fused kernel of
 ``attention/fused.h`` (online softmax, register-blocked micro-kernels, no BLAS; OpenMP over
-(batch, head, block of 48 queries), variant per instruction set, capped by $SEQJIT_ISA); everything
+(batch, head, block of 48-192 queries), variant per instruction set, capped by $SEQJIT_ISA); everything
 else the blocked online-softmax algorithm of ``numba_cpu``, described below.
 
 Work items (batch, head, query block) run in an OpenMP ``prange`` with per-thread scratch; each walks
@@ -281,10 +281,10 @@ cdef void _with_weights(real* q, real* k, real* v, const int64_t* lengths, bint 
 
 cdef void _fused(const float* q, const float* k, const float* v, const int64_t* lengths, bint causal, float qscale,
                  float* out, Py_ssize_t B, Py_ssize_t H, Py_ssize_t Lq, Py_ssize_t Lk, Py_ssize_t D, Py_ssize_t Dv,
-                 float* scratch, int threads) noexcept nogil:
-    """The fused kernel (attention/fused.h) over every (batch, head, block of SJ_FA_QB queries);
-    ``scratch`` holds ``sj_fa_scratch_floats(D, Dv)`` floats per thread."""
-    cdef Py_ssize_t qb = SJ_FA_QB, nqb = (Lq + qb - 1) // qb, per = sj_fa_scratch_floats(D, Dv)
+                 Py_ssize_t qb, float* scratch, int threads) noexcept nogil:
+    """The fused kernel (attention/fused.h) over every (batch, head, block of ``qb`` <= SJ_FA_QB
+    queries); ``scratch`` holds ``sj_fa_scratch_floats(D, Dv)`` floats per thread."""
+    cdef Py_ssize_t nqb = (Lq + qb - 1) // qb, per = sj_fa_scratch_floats(D, Dv)
     cdef Py_ssize_t task, b, bh, i0
     for task in prange(B * H * nqb, schedule="dynamic", num_threads=threads, nogil=True):
         bh = task // nqb
@@ -302,9 +302,13 @@ def _run_fused(float[:, :, :, ::1] q, float[:, :, :, ::1] k, float[:, :, :, ::1]
     cdef Py_ssize_t Lk = k.shape[2], Dv = v.shape[3]
     cdef float qscale = <float>(scale * _LOG2E)
     cdef float[::1] scratch = np.empty(threads * sj_fa_scratch_floats(D, Dv), np.float32)
+    cdef Py_ssize_t qb = SJ_FA_QB
+    # the largest work item (fewest key packings) that still leaves two per thread
+    while qb > 48 and B * H * ((Lq + qb - 1) // qb) < 2 * threads:
+        qb //= 2
     with nogil:
         _fused(&q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0], &lengths[0], causal, qscale,
-               &out[0, 0, 0, 0], B, H, Lq, Lk, D, Dv, &scratch[0], threads)
+               &out[0, 0, 0, 0], B, H, Lq, Lk, D, Dv, qb, &scratch[0], threads)
 
 
 def _run(real[:, :, :, ::1] q, real[:, :, :, ::1] k, real[:, :, :, ::1] v, const int64_t[::1] lengths,

@@ -1,7 +1,7 @@
 """The fused float32 attention kernel (kernels/attention/fused.h, run by the Cython backend for two or
 more queries): every compiled variant this CPU runs under $SEQJIT_ISA against the NumPy reference
 (itself checked against torch SDPA in test_attention.py) and directly against torch SDPA, over
-lengths around its blocks (48 queries, 64 keys, tiles of 6-12 rows and 8-32 keys), masks, L_q != L_k,
+lengths around its blocks (48-192 queries, 64 keys, tiles of 6-12 rows and 8-32 keys), masks, L_q != L_k,
 head sizes around the vector widths, and 1 and 2 threads."""
 import math
 
@@ -76,6 +76,14 @@ def test_fused_head_sizes(variant, threads, D, Dv):
     """Head sizes below, at and past the vector widths: whole output tiles, one vector, scalar tails."""
     q, k, v = _inputs(2, 1, 50, 70, D, Dv, seed=D * 131 + Dv)
     _check(q, k, v, causal=True, lengths=np.array([70, 33]))
+
+
+@pytest.mark.parametrize("B, H, Lq", [(1, 1, 385), (1, 3, 200), (4, 2, 193)])
+def test_fused_work_item_sizes(variant, threads, B, H, Lq):
+    """Work items of 192, 96 or 48 queries (fewer when there would be under two per thread), cut
+    across the rows: a single one, two, and one row past a whole item."""
+    q, k, v = _inputs(B, H, Lq, 130, 16, 16, seed=Lq + B)
+    _check(q, k, v, causal=True, lengths=np.arange(130, 130 - B, -1))
 
 
 def test_fused_2049_matches_sdpa(variant, threads):
