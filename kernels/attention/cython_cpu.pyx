@@ -1,5 +1,8 @@
 # cython: language_level=3
-"""Cython CPU attention: the same blocked online-softmax algorithm as ``numba_cpu``.
+"""Cython CPU attention: float32 with two or more queries (no weights) runs the fused kernel of
+``attention/fused.h`` (online softmax, register-blocked micro-kernels, no BLAS; OpenMP over
+(batch, head, block of 48-192 queries), variant per instruction set, capped by $SEQJIT_ISA); everything
+else the blocked online-softmax algorithm of ``numba_cpu``, described below.
 
 Work items (batch, head, query block) run in an OpenMP ``prange`` with per-thread scratch; each walks
 the visible key blocks (wholly hidden ones are skipped), forming the transposed score tile
@@ -27,6 +30,7 @@ cdef extern from *:
     #include <string.h>
     #include <stdint.h>
     #include "_runtime/isa_cap.h"
+    #include "attention/fused.h"
 
     /* 2**x for x <= 0, float32: n = round(x) by the 1.5 * 2**23 trick, f = x - n in [-0.5, 0.5],
        Cephes' degree-6 polynomial (< 1 ulp), 2**n from the exponent bits; clamped below at -125. */
@@ -98,21 +102,24 @@ cdef extern from *:
     static const char* sj_init_dispatch(void) {
     #if defined(__GNUC__) && defined(__x86_64__)
         int level = sj_isa_level();
+        sj_fa_use(level);
         if (level >= SJ_ISA_AVX512) { sj_tile_f = sj_tile_f_avx512; return "avx512f"; }
         if (level >= SJ_ISA_AVX2) { sj_tile_f = sj_tile_f_avx2; return "avx2"; }
     #endif
         sj_tile_f = sj_tile_f_base;
+        sj_fa_use(SJ_ISA_BASE);
         return "baseline";
     }
 
     /* tests: force one variant ("avx512f", "avx2", "baseline"); returns 0 if this CPU (under
        $SEQJIT_ISA) lacks it */
     static int sj_force_variant(const char* name) {
-        if (strcmp(name, "baseline") == 0) { sj_tile_f = sj_tile_f_base; return 1; }
+        if (strcmp(name, "baseline") == 0) { sj_tile_f = sj_tile_f_base; sj_fa_use(SJ_ISA_BASE); return 1; }
     #if defined(__GNUC__) && defined(__x86_64__)
-        if (strcmp(name, "avx2") == 0 && sj_isa_level() >= SJ_ISA_AVX2) { sj_tile_f = sj_tile_f_avx2; return 1; }
+        if (strcmp(name, "avx2") == 0 && sj_isa_level() >= SJ_ISA_AVX2) {
+            sj_tile_f = sj_tile_f_avx2; sj_fa_use(SJ_ISA_AVX2); return 1; }
         if (strcmp(name, "avx512f") == 0 && sj_isa_level() >= SJ_ISA_AVX512) {
-            sj_tile_f = sj_tile_f_avx512; return 1; }
+            sj_tile_f = sj_tile_f_avx512; sj_fa_use(SJ_ISA_AVX512); return 1; }
     #endif
         return 0;
     }
@@ -136,6 +143,11 @@ cdef extern from *:
                    double* mrow, double* lrow, double* cmax, double* alpha) noexcept nogil
     void sj_row_f(float* row, int64_t nv, int64_t n) noexcept nogil
     void sj_row_d(double* row, int64_t nv, int64_t n) noexcept nogil
+    # attention/fused.h
+    int SJ_FA_QB
+    Py_ssize_t sj_fa_scratch_floats(Py_ssize_t D, Py_ssize_t Dv) noexcept nogil
+    void sj_fa_block(const float* q, const float* k, const float* v, float* o, int m, int D, int Dv,
+                     int64_t lenb, int causal, int64_t first, float qscale, float* scratch) noexcept nogil
 
 #: the vector ISA the float32 softmax tile code runs with here ("avx512f", "avx2" or "baseline")
 SIMD = sj_init_dispatch().decode()
@@ -267,6 +279,38 @@ cdef void _with_weights(real* q, real* k, real* v, const int64_t* lengths, bint 
                   out + ((b * H + h) * Lq + i0) * Dv, Dv)
 
 
+cdef void _fused(const float* q, const float* k, const float* v, const int64_t* lengths, bint causal, float qscale,
+                 float* out, Py_ssize_t B, Py_ssize_t H, Py_ssize_t Lq, Py_ssize_t Lk, Py_ssize_t D, Py_ssize_t Dv,
+                 Py_ssize_t qb, float* scratch, int threads) noexcept nogil:
+    """The fused kernel (attention/fused.h) over every (batch, head, block of ``qb`` <= SJ_FA_QB
+    queries); ``scratch`` holds ``sj_fa_scratch_floats(D, Dv)`` floats per thread."""
+    cdef Py_ssize_t nqb = (Lq + qb - 1) // qb, per = sj_fa_scratch_floats(D, Dv)
+    cdef Py_ssize_t task, b, bh, i0
+    for task in prange(B * H * nqb, schedule="dynamic", num_threads=threads, nogil=True):
+        bh = task // nqb
+        b = bh // H
+        i0 = task % nqb * qb
+        sj_fa_block(q + (bh * Lq + i0) * D, k + bh * Lk * D, v + bh * Lk * Dv, out + (bh * Lq + i0) * Dv,
+                    <int>(Lq - i0 if Lq - i0 < qb else qb), <int>D, <int>Dv, lengths[b], causal,
+                    i0 + Lk - Lq, qscale, scratch + threadid() * per)
+
+
+def _run_fused(float[:, :, :, ::1] q, float[:, :, :, ::1] k, float[:, :, :, ::1] v, const int64_t[::1] lengths,
+               bint causal, double scale, float[:, :, :, ::1] out, int threads):
+    """The fused kernel on checked float32 arrays with B, H, Lq, Lk, D, Dv all >= 1."""
+    cdef Py_ssize_t B = q.shape[0], H = q.shape[1], Lq = q.shape[2], D = q.shape[3]
+    cdef Py_ssize_t Lk = k.shape[2], Dv = v.shape[3]
+    cdef float qscale = <float>(scale * _LOG2E)
+    cdef float[::1] scratch = np.empty(threads * sj_fa_scratch_floats(D, Dv), np.float32)
+    cdef Py_ssize_t qb = SJ_FA_QB
+    # the largest work item (fewest key packings) that still leaves two per thread
+    while qb > 48 and B * H * ((Lq + qb - 1) // qb) < 2 * threads:
+        qb //= 2
+    with nogil:
+        _fused(&q[0, 0, 0, 0], &k[0, 0, 0, 0], &v[0, 0, 0, 0], &lengths[0], causal, qscale,
+               &out[0, 0, 0, 0], B, H, Lq, Lk, D, Dv, qb, &scratch[0], threads)
+
+
 def _run(real[:, :, :, ::1] q, real[:, :, :, ::1] k, real[:, :, :, ::1] v, const int64_t[::1] lengths,
          bint causal, double scale, real[:, :, :, ::1] out, weights, Py_ssize_t bq, Py_ssize_t bk, int threads):
     """Run the kernel on checked, non-empty arrays (``out`` may have Dv = 0 only with ``weights``)."""
@@ -293,6 +337,10 @@ def _run(real[:, :, :, ::1] q, real[:, :, :, ::1] k, real[:, :, :, ::1] v, const
                           &w[0, 0, 0, 0], B, H, Lq, Lk, D, Dv, bq, &scratch[0], threads)
 
 
+#: float32 calls without weights of at least this many queries run the fused kernel (attention/fused.h),
+#: others the blocked BLAS one. A decode step (one query) stays there: the fused kernel's tiles of 6-12
+#: query rows would compute 1, and at B16 H8 Lk10 it ran 0.6-0.8x the blocked kernel (2 cores, loaded)
+FUSED_MIN_QUERIES = 2
 #: below this many multiply-adds (B*H*Lq*Lk*(D+Dv)) a call runs on the calling thread alone
 SERIAL_MACS = 1 << 20
 
@@ -309,6 +357,10 @@ def attention(q, k, v, *, causal=False, lengths=None, scale=None, return_weights
             p.weights[...] = 0
         if Lk == 0 or not p.return_weights:
             return p.result()
+    if p.q.dtype == np.float32 and not p.return_weights and Lq >= FUSED_MIN_QUERIES and Lk > 0 and Dv > 0:
+        threads = 1 if B * H * Lq * Lk * (D + Dv) < SERIAL_MACS else get_num_threads()
+        _run_fused(p.q, p.k, p.v, p.lengths, p.causal, p.scale, p.out, threads)
+        return p.result()
     bq, bk = tile_sizes(Lq, Lk, D, Dv)  # see _blas.py
     if B * H * Lq * Lk * (D + Dv) < SERIAL_MACS:
         # e.g. a decode step's attention (one query, up to a few hundred keys): waking the other

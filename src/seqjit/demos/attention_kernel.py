@@ -68,8 +68,11 @@ def _engine(name: str):
     return (lambda q, k, v, causal: fn(q, k, v, causal=causal)), f"seqjit attention ({backend})"
 
 
-def measure(engine: str, length: int, heads: int, dim: int, causal: bool, save: str | None = None) -> dict:
-    """Runs in the child process: time and peak memory of one engine on a seeded [1, heads, length, dim] input."""
+def measure(engine: str, length: int, heads: int, dim: int, causal: bool, save: str | None = None,
+            queries: int | None = None, batch: int = 1) -> dict:
+    """Runs in the child process: time and peak memory of one engine on a seeded [batch, heads, length,
+    dim] input (q of ``queries`` rows when given: a decode step is ``queries=1``). A warm time is the
+    mean of as many calls as fill about 0.1 s (one call from 0.1 s up), so short calls are timed too."""
     import numpy as np
 
     import seqjit
@@ -78,7 +81,8 @@ def measure(engine: str, length: int, heads: int, dim: int, causal: bool, save: 
     seqjit.set_num_threads(threads)
     fn, label = _engine(engine)
     rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((1, heads, length, dim), dtype=np.float32) for _ in range(3))
+    q = rng.standard_normal((batch, heads, length if queries is None else queries, dim), dtype=np.float32)
+    k, v = (rng.standard_normal((batch, heads, length, dim), dtype=np.float32) for _ in range(2))
     start = time.perf_counter()
     out = fn(q, k, v, causal)
     first = time.perf_counter() - start
@@ -94,19 +98,25 @@ def measure(engine: str, length: int, heads: int, dim: int, causal: bool, save: 
         peak_mb = (_memory_kb()["VmHWM"] - before) / 1024
     except OSError:
         pass
+    start = time.perf_counter()
+    out = fn(q, k, v, causal)
+    calls = max(1, min(100_000, int(0.1 / max(time.perf_counter() - start, 1e-7))))
     warm = []
     for _ in range(3):
         out = None
         start = time.perf_counter()
-        out = fn(q, k, v, causal)
-        warm.append(time.perf_counter() - start)
+        for _ in range(calls):
+            out = fn(q, k, v, causal)
+        warm.append((time.perf_counter() - start) / calls)
     return {"engine": label, "first_s": first, "warm_s": float(np.median(warm)), "peak_mb": peak_mb}
 
 
 def run_engine(engine: str, length: int, heads: int, dim: int, causal: bool, save: str | None = None,
-               threads: int | None = None, timeout: float = 600, path: str | None = None) -> dict:
-    """Run :func:`measure` in a fresh Python process and return its result; ``path``: a folder put first
-    on the child's module path (where a ``module:function`` engine lives)."""
+               threads: int | None = None, timeout: float = 600, path: str | None = None,
+               queries: int | None = None, batch: int = 1) -> dict:
+    """Run :func:`measure` in a fresh Python process and return its result; ``path``: a folder (or
+    several, ``os.pathsep`` apart) put first on the child's module path (where a ``module:function``
+    engine lives, or another checkout's seqjit)."""
     import seqjit
 
     env = dict(os.environ, SEQJIT_DEMO_THREADS=str(threads or seqjit.get_num_threads()))
@@ -114,7 +124,7 @@ def run_engine(engine: str, length: int, heads: int, dim: int, causal: bool, sav
         env["PYTHONPATH"] = os.pathsep.join(filter(None, (str(path), env.get("PYTHONPATH"))))
     code = (
         "import json, sys; from seqjit.demos.attention_kernel import measure; "
-        f"print(json.dumps(measure({engine!r}, {length}, {heads}, {dim}, {causal!r}, {save!r})))"
+        f"print(json.dumps(measure({engine!r}, {length}, {heads}, {dim}, {causal!r}, {save!r}, {queries!r}, {batch!r})))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout)
     if done.returncode != 0:
