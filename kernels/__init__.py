@@ -66,7 +66,7 @@ OPS: dict[str, str] = {
     "tanh": "activations",
     "embedding": "embedding",
     "sinusoidal_positions": "embedding",
-    "greedy_argmax": "decoding",
+    "greedy_argmax": "decode_step",
     "beam_topk": "beam",
     "beam_advance": "beam",
 }

@@ -67,9 +67,8 @@ static inline __attribute__((always_inline)) void SJ_NAME(dots)(const float *xr,
    2-4 rows read four rows of W at a time with AVX-512 (16 accumulators of its 32 registers), two
    elsewhere, each reused for every x row; an odd last column alone. Every output is summed as
    SJ_NAME(dot) sums it, so a row's result does not depend on the rows beside it. (One row of W at
-   a time with two chains ran one row hot in L2 at ~30 GFLOP/s against BLAS's ~42; four rows
-   interleaved at one x row defeated the L2-to-L1 prefetch: 13 matrices of a tiny decoder step
-   11.8 -> 11.0 us on Zen 5.) */
+   a time with two chains was slower than BLAS; four rows interleaved at one x row defeated the
+   L2-to-L1 prefetch: benchmarks/RESULTS.md, "Figures moved out of docstrings".) */
 static void SJ_NAME(gemv_rows)(const float *x, ptrdiff_t ldx, int M, const float *w, int K,
                                const float *bias, float *y, ptrdiff_t ldy, int n0, int n1) {
     const int kv = K - K % SJ_LANES;

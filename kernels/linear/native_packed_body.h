@@ -15,19 +15,16 @@
 #define SJ_PK_TW (2 * SJ_PK_VL) /* columns of a tile */
 /* The next panel is prefetched into L2 (locality hint 2: prefetcht1) while this one is computed,
    each row block a share of it, spread over its k loop: without it the first row block waited on
-   memory and the others on nothing, so streaming and arithmetic did not overlap (16 x 512 x 2048
-   from memory on a 2-core Xeon: 60 -> 83 GFLOP/s; next panel rather than 1 KB ahead, or into L1:
-   within noise at 16 rows, +10-20% at 64). The k loop runs in groups of SJ_PK_KG steps, unrolled,
+   memory and the others on nothing, so streaming and arithmetic did not overlap (the next panel
+   rather than 1 KB ahead, and L2 rather than L1). The k loop runs in groups of SJ_PK_KG steps, unrolled,
    the share's lines for a group spread over its steps by tests on the unrolled step's constant
    index: the earlier loop that issued "the lines reached by this k" branched unpredictably and cost
-   12-15% of the arithmetic with everything in L1 (12 x 256 x 32: 155 -> 184 GFLOP/s without it). */
+   a share of the arithmetic even with everything in L1. Measurements of this header's choices:
+   benchmarks/RESULTS.md, "Figures moved out of docstrings". */
 #define SJ_PK_HINT 2
 #define SJ_PK_KG 8
 /* k rows of a panel chunk taken by every row block in turn: 256 x 128 B = 32 KB, in L1 (48 KB)
-   with one row block's x. With the grouped prefetch, against 128 and the per-k loop (C harness, 1
-   thread, Xeon of benchmarks/RESULTS.md, median of 5 alternating runs): 64 rows from memory
-   151 -> 170 GFLOP/s (512 x 512), 154 -> 161 (512 x 2048), 132 -> 155 (512 x 58101); 16 rows from
-   memory level, from L2 +5-10% */
+   with one row block's x (faster than 128 k rows from memory at 64 rows, level at 16). */
 #ifndef SJ_PK_KL1
 #define SJ_PK_KL1 256
 #endif
@@ -136,14 +133,9 @@ static void SJ_NAME(pk_pack_x)(const float *x, ptrdiff_t ldx, int mr, int kc, fl
    native_packed.h): K in blocks (one block up to SJ_PACK_KMAX_UNCUT), then panel by panel, each
    panel's tiles over every row block while the panel is in cache. From SJ_PK_PACK_MIN_ROWS rows
    and a share of W of at least 2 MB (panels x K >= SJ_PK_PACK_KPANELS), x is packed per K block
-   first (every row block's share side by side, in the thread's scratch). Measured with the
-   prefetch of the unrolled k groups (C harness, 1 thread, from memory, median of 5 alternating
-   runs, Xeon of benchmarks/RESULTS.md), packed against read in place: 256 x 512 x 58101 186 vs
-   160 GFLOP/s, 128 x 2048 x 512 205 vs 187, 80 x 2048 x 512 199 vs 184 (strided rows of x cost
-   more as they grow), but 64 x 2048 x 512 172 vs 187, 64 x 512 x 2048 181 vs 187 and 16 x 2048 x
-   512 128 vs 172: the copy, a pass with no arithmetic, then weighs more than it saves (at 2
-   threads each thread packs every row: 64 x 2048 x 512 307 vs 330). Nothing either way at
-   512 x 512 (1 MB: hot in L2); a loss at 128 x 256. Without scratch, one row block at a time, K in
+   first (every row block's share side by side, in the thread's scratch): strided rows of x cost
+   more as they grow, while below SJ_PK_PACK_MIN_ROWS the copy, a pass with no arithmetic, weighs
+   more than it saves. Without scratch, one row block at a time, K in
    blocks of at most SJ_PK_KSTACK, packed on the stack. The sums are the same in every case: each
    output's FMA chain runs over k in order whatever the blocks, its partial sums kept in y between
    them. */

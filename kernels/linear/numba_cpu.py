@@ -8,18 +8,17 @@ keeps every weight read once:
 
 - one row (``M = 1``): one GEMV over the whole weight (BLAS threads it); for a large ``"out_in"``
   weight, a parallel Numba dot-product loop over the weight rows instead (OpenBLAS's transposed
-  GEMV streams a large ``[N, K]`` weight well below memory speed: on the 119 MB Marian output
-  projection, 2 threads, 4.7 ms against 3.7 for the loop; on a busy machine 12 against 5);
+  GEMV streams a large ``[N, K]`` weight well below memory speed);
 - row blocks of about :data:`BLOCK_BYTES` of output while a block holds at least
   :data:`MIN_BLOCK_ROWS` rows (the usual case: hidden-size outputs);
 - otherwise (very wide outputs such as a vocabulary projection: 58101 columns make 2 MB blocks of
   9 rows, so a batch of 16 would read the 119 MB weight twice, each time as a skinny GEMM): tiles
   of up to :data:`TILE_ROWS` rows, each split into column blocks of about :data:`BLOCK_BYTES`, so
-  the weight is read once per row tile by full-height GEMMs (Marian's output projection at 16
-  rows: 27 ms in row blocks, 14 ms in column blocks, 2 threads).
+  the weight is read once per row tile by full-height GEMMs (about twice as fast on Marian's
+  output projection at 16 rows; figures: benchmarks/RESULTS.md, "Figures moved out of docstrings").
 
 For the GEMMs the ``"out_in"`` layout (PyTorch's) is the faster one: OpenBLAS packs ``[N, K]`` rows
-contiguously, while ``"in_out"`` strides by N (24 ms against 14 for the same projection at 16 rows);
+contiguously, while ``"in_out"`` strides by N;
 with the dot loop for one row, ``"out_in"`` is also the better layout at batch 1, so the graph pass
 :func:`seqjit.graph.passes.prefer_weight_layout` stays off by default.
 

@@ -14,10 +14,8 @@
    - up to SJ_HALF_DIRECT (16; bf16 SJ_HALF_DIRECT_BF16, 8) rows: each panel row converted in
      registers as it is read (F16C vcvtph2ps / AVX-512's vcvtph2ps; bf16: zero-extend, shift left by
      16), one x value broadcast per row, a tile of rows x 32 columns in registers (6 rows with
-     AVX-512, 2 with AVX2, 1 otherwise).
-     On the (busy, shared) Zen 3 host against widening (below), 512 x 2048 from memory, median of 15
-     alternating rounds: 1 row 139 vs 275 us, 3 rows 229 vs 541, 8 rows 625 vs 768, 16 rows level
-     within the noise (834 vs 797, 537 vs 692);
+     AVX-512, 2 with AVX2, 1 otherwise): faster than widening (below) at few rows, level at 16
+     (measured: benchmarks/RESULTS.md, "Figures moved out of docstrings");
    - more rows: each panel widened into a per-thread float32 buffer (K x 32 floats: in L2 for
      Marian's K) and the packed float32 micro-kernel (native_packed_body.h's packed_rows, the same
      variant) run over it for every row: one conversion per weight for all the rows.
@@ -40,8 +38,8 @@
 #define SJ_HALF_F16 0
 #define SJ_HALF_BF16 1
 /* rows up to which the weights are converted in registers (more: widened per panel), fp16 and bf16:
-   bf16's conversion (zero-extend, shift) costs more in the tile's loop than vcvtph2ps (Zen 3, 512 x
-   2048 from memory, 16 rows: in registers 1530 us, widened 1288; 8 rows 473 against 547) */
+   bf16's conversion (zero-extend, shift) costs more in the tile's loop than vcvtph2ps, so widening
+   pays for bf16 from fewer rows (measured: benchmarks/RESULTS.md, "Figures moved out of docstrings") */
 #ifndef SJ_HALF_DIRECT
 #define SJ_HALF_DIRECT 16
 #endif

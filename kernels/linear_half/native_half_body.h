@@ -3,7 +3,7 @@
    AVX2, an xmm otherwise. */
 /* SJ_HTR: rows of the direct tile (accumulators for SJ_HTR x 32 columns plus one converted panel row
    in the registers, and the broadcast x: 6 x 2 + 2 + 1 of 32 zmm, 2 x 4 + 4 + 1 of 16 ymm (3 rows
-   spilled: 16 rows 1417 against 839 us), 1 x 8 + 8 + 1 xmm) */
+   spill, and were slower), 1 x 8 + 8 + 1 xmm) */
 #if defined(__AVX512F__)
 #define SJ_HNVL 16
 #define SJ_HTR 6

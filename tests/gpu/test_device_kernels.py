@@ -20,8 +20,8 @@ def k():
     from seqjit.kernels import _cuda
     from seqjit.kernels.beam import cuda as beam_cuda
     from seqjit.kernels.beam import reference as beam_ref
-    from seqjit.kernels.decoding import cuda as dec_cuda
-    from seqjit.kernels.decoding import reference as dec_ref
+    from seqjit.kernels.decode_step import cuda as dec_cuda
+    from seqjit.kernels.decode_step import reference as dec_ref
     from seqjit.kernels.layout import cuda as lay_cuda
     from seqjit.kernels.layout import reference as lay_ref
     from seqjit.kernels.sampling import cuda as samp_cuda

@@ -88,10 +88,9 @@ SPLIT_MIN_ROWS = 8
 #: a float32 model of at least this many weight bytes reads its weights from memory every decoder
 #: step; it is split only into parts of at least SPLIT_MIN_STEP_ROWS step rows (sources x beams):
 #: two parts each read every weight every step, where one part whose products the team of two
-#: splits by columns reads it once, so at few rows (memory-bound) one part is faster (Marian
-#: opus-mt size, greedy batch 16 at 2 threads on a 2-core Xeon: 767-772 tok/s in two parts, 898-934
-#: in one); an int8 model's products of more than 4 rows do not take the team, so it keeps
-#: SPLIT_MIN_ROWS (int8 greedy batch 16: 2,144-2,266 tok/s in two parts, 1,254-1,338 in one)
+#: splits by columns reads it once, so at few rows (memory-bound) one part is faster; an int8
+#: model's products of more than 4 rows do not take the team, so it keeps SPLIT_MIN_ROWS
+#: (measurements: benchmarks/RESULTS.md, "Figures moved out of docstrings")
 STREAMED_WEIGHT_BYTES = 16 << 20
 SPLIT_MIN_STEP_ROWS = 32
 _pool = None

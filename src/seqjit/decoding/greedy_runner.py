@@ -1,9 +1,9 @@
 """Native greedy decoding (or sampling) of a small batch with its set-up made once: a :class:`GreedyRunner`.
 
 :func:`seqjit.decoding.native_greedy.native_greedy` already decodes every token in one native call,
-but each ``generate`` around it used to pay ~90 us of Python on a small model (leasing the encoder and
-step plans and checking their feeds, binding both programs, a fresh ``DecoderState``, copying the
-encoder outputs): a quarter of a batch-1 decode of a 2+2-layer Transformer. A runner holds, for one
+but a ``generate`` around it without a runner pays, per call, for leasing the encoder and step plans
+and checking their feeds, binding both programs, a fresh ``DecoderState`` and copying the encoder
+outputs: on a small model a large share of a batch-1 decode. A runner holds, for one
 batch shape (rows, padded source width, ``max_length``), the leased encoder and step plans with
 their native programs bound to the runner's own arrays. A decode copies the source ids in, runs the
 encoder program, copies its outputs into the step program's inputs and runs the greedy loop: the same

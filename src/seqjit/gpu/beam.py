@@ -18,7 +18,7 @@ from seqjit.decoding.beam import _results
 from seqjit.errors import NothingGenerable
 from seqjit.kernels import _cuda
 from seqjit.kernels.beam import cuda as bk
-from seqjit.kernels.decoding import cuda as dk
+from seqjit.kernels.decode_step import cuda as dk
 from seqjit.kernels.layout import cuda as layout
 from seqjit.kernels.softmax.cuda import log_softmax
 

@@ -4,10 +4,10 @@ Per step: the step plan runs on the device tokens of the previous step; the scor
 are on (repetition penalty, no-repeat n-grams) update a device copy of the logits, which also gets
 the suppressed ids and (before ``min_length``) the end token banned when scores are asked for or
 sampling; the greedy token of every row is picked on the device
-(:func:`~seqjit.kernels.decoding.cuda.greedy_argmax`, written into the next step's input), or drawn
+(:func:`~seqjit.kernels.decode_step.cuda.greedy_argmax`, written into the next step's input), or drawn
 there (:func:`~seqjit.kernels.sampling.cuda.sample_rows`: temperature, top-k, top-p, at the draws of
 the CPU samplers' Philox stream of (seed, source row, step), so seeded sampled ids are the CPU's up to
-float rounding); :func:`~seqjit.kernels.decoding.cuda.greedy_advance` records it
+float rounding); :func:`~seqjit.kernels.decode_step.cuda.greedy_advance` records it
 (and adds its log-probability to the row's score). Then the ``B`` ids come to the host, the one
 transfer of a step: the host keeps each row's ids and stops when every row has ended. Finished rows
 stay in the batch (their steps are wasted, not wrong: rows never interact), so the plan and the
@@ -20,7 +20,7 @@ import numpy as np
 from seqjit.decoding.results import GenerationResult
 from seqjit.errors import NothingGenerable
 from seqjit.kernels import _cuda
-from seqjit.kernels.decoding import cuda as dk
+from seqjit.kernels.decode_step import cuda as dk
 from seqjit.kernels.layout import cuda as layout
 from seqjit.kernels.sampling import cuda as sampling
 from seqjit.kernels.sampling import philox

@@ -8,7 +8,7 @@ import pytest
 
 from seqjit import kernels
 from seqjit.decoding import processors
-from seqjit.kernels.decoding import reference as ref
+from seqjit.kernels.decode_step import reference as ref
 
 V = 300
 EOS = 2

@@ -82,7 +82,7 @@ def _argmax_rows(logits, suppressed, ban_id, out):
 
 
 def greedy_argmax(logits, *, suppressed=(), eos_id=-1, step=0, min_length=0, out=None):
-    """The greedy token of each row on the GPU; see :mod:`seqjit.kernels.decoding.spec`."""
+    """The greedy token of each row on the GPU; see :mod:`seqjit.kernels.decode_step.spec`."""
     on_device = _cuda.any_on_device(logits, out)
     logits, suppressed, ban_id, _ = spec.prepare(logits, suppressed, eos_id, step, min_length, out, device=True)
     _cuda.require_float32("logits", logits)
