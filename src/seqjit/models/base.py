@@ -377,10 +377,11 @@ class Seq2SeqModel:
 
     def prepare(self):
         """Do now the part of a first decode that does not depend on the batch shape (importing the
-        native VM, the weight copies its kernels read), by running the encoder on a one-token source
-        and one decoder step (the logits are not looked at, so weights that give NaN still load):
-        the loaders call it, so a first ``generate`` at a new shape costs about as much as a later
-        one. Returns the model."""
+        decoding layer and the native VM, the weight copies its kernels read), by running the encoder
+        on a one-token source and one decoder step (the logits are not looked at, so weights that give
+        NaN still load): the loaders call it, so a first ``generate`` at a new shape costs about as
+        much as a later one. Returns the model."""
+        _decoder()
         if self._runtime is None:
             state = self.start(np.array([[self.source_pad_id]], np.int64), max_length=1)
             try:
