@@ -22,6 +22,7 @@ from .batch import SourceBatch
 from .inputs import check_batching, drain, finished, given_options, pad_sources, parse_options, resolve_rules
 from .strategy import COMPACT_MIN_ROWS, NATIVE, RUNNER, Choice, choose
 from .native_stream import native_stream
+from .prefix import checked_prefix
 from .options import DecodingOptions, with_options
 from .spec import decode_spec
 from .results import GenerationResult, StepToken
@@ -55,6 +56,8 @@ def decode(model, sources, lengths, max_batch_size, callback, options: dict) -> 
     batch = SourceBatch.of(model, sources, lengths).limited(opts)
     spec = decode_spec(model, opts, explicit="max_length" in options,
                        rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])
+    spec = checked_prefix(model, spec, len(batch))
+    batch = batch.with_prefix(spec)
     choice = choose(model, spec, rows=len(batch), max_batch_size=max_batch_size, callback=callback)
     if choice.path == RUNNER:
         results = _runner_decode(model, batch, spec)
@@ -166,7 +169,7 @@ def _decode_rows(model, batch: SourceBatch, opts, callback, choice: Choice) -> l
     src = batch.padded_to(WIDTH_BUCKET, model.source_pad_id) if len(batch) >= COMPACT_MIN_ROWS else batch.ids
     state = model.start_checked(src, batch.lengths, max_length=opts.max_length)
     try:
-        return _decode(model, state, opts, callback, choice, batch.index)
+        return _decode(model, state, opts, callback, choice, batch.index, batch.prefix)
     finally:
         state.close()
 
@@ -191,9 +194,10 @@ def _decode_parts(model, parts, opts, callback, choice: Choice) -> list:
     return first + [r for f in futures for r in f.result()]
 
 
-def _decode(model, state, opts, callback, choice: Choice, sources=None) -> list:
+def _decode(model, state, opts, callback, choice: Choice, sources=None, prefix=None) -> list:
     """Results for every row of a fresh ``state`` (row r being source ``sources[r]`` of the caller's
-    batch) on ``choice``'s path: the native decode (greedy, sampling or beam search in one call), or
+    batch, with ``target_prefix`` ``prefix[r]``: :func:`seqjit.decoding.prefix.prefix_rows`) on
+    ``choice``'s path: the native decode (greedy, sampling or beam search in one call), or
     the Python loops (:func:`~seqjit.decoding.greedy.greedy_search`, which draws from the same
     stream, and :func:`~seqjit.decoding.beam.beam_search`), also where the step plan does not lower."""
     suppressed = opts.suppressed
@@ -205,10 +209,10 @@ def _decode(model, state, opts, callback, choice: Choice, sources=None) -> list:
         if results is not None:
             return results
     if opts.beam_size > 1:
-        return beam_search(model, state, opts, suppressed=suppressed)
+        return beam_search(model, state, opts, suppressed=suppressed, prefix=prefix)
     return drain(greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                 stream=callback is not None, need_scores=opts.return_scores or callback is not None,
-                                sources=sources))
+                                sources=sources, prefix=prefix))
 
 
 @with_options
@@ -225,13 +229,15 @@ def generate_stream(model, source, **options):
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
     batch = SourceBatch.of(model, [source]).limited(opts)
     opts = decode_spec(model, opts, explicit="max_length" in options, rows=1, width=batch.ids.shape[1])
+    opts = checked_prefix(model, opts, 1)
+    batch = batch.with_prefix(opts)
     state = model.start_checked(batch.ids, batch.lengths, max_length=opts.max_length)
     try:
         tokens = None
         if choose(model, opts, rows=1, max_batch_size=1, stream=True).path == NATIVE:
             tokens = native_stream(model, state, opts, opts.suppressed)
         if tokens is None:
-            tokens = greedy_search(model, state, opts, suppressed=opts.suppressed)
+            tokens = greedy_search(model, state, opts, suppressed=opts.suppressed, prefix=batch.prefix)
         yield from tokens
     finally:
         state.close()

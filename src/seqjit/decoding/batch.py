@@ -1,6 +1,6 @@
 """The sources of a decode as one batch object: the padded ids, each row's length and its index in
 the caller's ``sources`` (what results are put back by, and what sampling draws are keyed by), and
-any per-source input. Sorting by length, cutting into batches and splitting over threads permute
+any per-source input (its ``target_prefix``). Sorting by length, cutting into batches and splitting over threads permute
 the whole object (:meth:`SourceBatch.take`), so a per-source input can never fall out of step with
 its source."""
 from __future__ import annotations
@@ -12,18 +12,22 @@ import numpy as np
 from seqjit.errors import SourceTooLong
 
 from .inputs import check_vocab, pad_sources
+from .prefix import prefix_rows
 
 
 @dataclasses.dataclass(frozen=True)
 class SourceBatch:
     """Rows of sources: ``ids`` int64 [B, S] (padded with the model's source pad id, S >= 1),
     ``lengths`` int64 [B], ``index`` int64 [B] (each row's position in the caller's sources),
-    ``truncated`` bool [B] or None (each row cut to ``max_input_length``: :meth:`limited`)."""
+    ``truncated`` bool [B] or None (each row cut to ``max_input_length``: :meth:`limited`),
+    ``prefix`` int64 [B, P] or None (each row's ``target_prefix``, padded with -1:
+    :func:`~seqjit.decoding.prefix.prefix_rows`)."""
 
     ids: np.ndarray
     lengths: np.ndarray
     index: np.ndarray
     truncated: np.ndarray | None = None
+    prefix: np.ndarray | None = None
 
     @classmethod
     def of(cls, model, sources, lengths=None) -> "SourceBatch":
@@ -32,6 +36,11 @@ class SourceBatch:
         ids, lens = pad_sources(sources, model.source_pad_id, lengths)
         check_vocab(model, ids, lens)
         return cls(ids, lens, np.arange(ids.shape[0], dtype=np.int64))
+
+    def with_prefix(self, options) -> "SourceBatch":
+        """The batch (rows in the caller's order) with ``options.target_prefix`` (checked by
+        :func:`~seqjit.decoding.prefix.checked_prefix`; None: none) as its rows' prefixes."""
+        return dataclasses.replace(self, prefix=prefix_rows(options.target_prefix))
 
     def __len__(self) -> int:
         return self.ids.shape[0]
@@ -46,7 +55,8 @@ class SourceBatch:
         lengths = self.lengths[rows]
         width = max(1, int(lengths.max())) if lengths.size else 1
         return SourceBatch(self.ids[rows, :width], lengths, self.index[rows],
-                           None if self.truncated is None else self.truncated[rows])
+                           None if self.truncated is None else self.truncated[rows],
+                           None if self.prefix is None else self.prefix[rows])
 
     def limited(self, options) -> "SourceBatch":
         """The batch under ``options.max_input_length`` (0: no limit): a longer source refused
@@ -60,7 +70,7 @@ class SourceBatch:
             i = int(np.flatnonzero(over)[0])
             raise SourceTooLong(f"sources[{int(self.index[i])}] has {int(self.lengths[i])} tokens, more than "
                                 f"max_input_length {limit} (truncate_input=True cuts it instead)")
-        return SourceBatch(self.ids[:, :limit], np.minimum(self.lengths, limit), self.index, over)
+        return SourceBatch(self.ids[:, :limit], np.minimum(self.lengths, limit), self.index, over, self.prefix)
 
     def by_length(self) -> np.ndarray:
         """Row positions longest first (ties in order)."""

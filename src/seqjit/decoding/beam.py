@@ -15,6 +15,7 @@ import numpy as np
 
 from seqjit.errors import NothingGenerable
 
+from . import prefix as prefixes
 from . import processors
 from .inputs import drain
 from .loop import decode_loop
@@ -29,10 +30,11 @@ def _top(values: np.ndarray, k: int) -> np.ndarray:
     return order[:, :k]
 
 
-def beam_search(model, state, options, *, suppressed=()):
+def beam_search(model, state, options, *, suppressed=(), prefix=None):
     """Decode every source row of ``state`` (a fresh DecoderState with one row per source): the
-    decode loop (:func:`~seqjit.decoding.loop.decode_loop`) with a :class:`BeamChooser`."""
-    chooser = BeamChooser(model, state.batch, options)
+    decode loop (:func:`~seqjit.decoding.loop.decode_loop`) with a :class:`BeamChooser`. ``prefix``:
+    each source's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`), or None."""
+    chooser = BeamChooser(model, state.batch, options, prefix)
     return drain(decode_loop(model, state, options, chooser, suppressed=suppressed))
 
 
@@ -40,7 +42,7 @@ class BeamChooser:
     """The beam step of the decode loop (see :mod:`seqjit.decoding.loop` for the protocol): K
     running beams and up to K finished hypotheses per source, by source."""
 
-    def __init__(self, model, n_src: int, options):
+    def __init__(self, model, n_src: int, options, prefix=None):
         K, max_len = options.beam_size, options.max_length
         self.n_src, self.K, self.max_len, self.options = n_src, K, max_len, options
         self.ends = options.end_ids(model.eos_id)
@@ -54,6 +56,7 @@ class BeamChooser:
         self.fin_done = np.zeros((n_src, K), bool)
         self.run_attn = self.fin_attn = None
         self.next, self.t = None, 0  # the reorder after this step; the step whose history is kept
+        self.prefix, self.prefix_len = prefix, prefixes.lengths(prefix, n_src)  # by source
 
     def start(self, state) -> None:
         state.reorder(np.repeat(np.arange(self.n_src), self.K))
@@ -62,6 +65,9 @@ class BeamChooser:
         rows, t = self.active.shape[0] * self.K, self.t
         return np.concatenate([np.full((rows, 1), self.start_id, np.int64),
                                self.run_tokens[self.active, :, :t].reshape(rows, t)], axis=1)
+
+    def prefixes(self):
+        return None if self.prefix is None else np.repeat(self.prefix[self.active], self.K, axis=0)
 
     def prepare(self, logits, t):
         return processors.log_softmax(np.asarray(logits, dtype=np.float32))  # a new array: logits stay as they are
@@ -81,7 +87,7 @@ class BeamChooser:
         cand = _top(total, 2 * K)                                         # [A, 2K]
         cand_scores = np.take_along_axis(total, cand, axis=1)
         cand_beam, cand_token = cand // vocab, cand % vocab
-        ends = np.isin(cand_token, self.ends) | (t + 1 >= max_len)
+        ends = (np.isin(cand_token, self.ends) & (t >= self.prefix_len[active])[:, None]) | (t + 1 >= max_len)
         # running beams for the next step: the best K candidates that do not end
         pick = _top(cand_scores + ends * _NEG, K)
         new_beam = np.take_along_axis(cand_beam, pick, axis=1)
@@ -129,7 +135,8 @@ class BeamChooser:
 
     def results(self) -> list:
         return _results(self.fin_tokens, self.fin_len, self.fin_scores, self.fin_attn,
-                        () if self.options.return_end_token else self.ends, self.options.num_hypotheses)
+                        () if self.options.return_end_token else self.ends, self.options.num_hypotheses,
+                        self.prefix_len)
 
 
 def _check_some_left(total: np.ndarray, done: np.ndarray, active: np.ndarray, t: int) -> None:
@@ -144,16 +151,16 @@ def _expand(index: np.ndarray, ndim: int) -> np.ndarray:
     return index.reshape(index.shape + (1,) * (ndim - index.ndim))
 
 
-def _results(tokens, lengths, scores, attn, eos, n_best):
+def _results(tokens, lengths, scores, attn, eos, n_best, prefix_len=None):
     """One GenerationResult per source: its ``n_best`` hypotheses, an end token (``eos``: one id or
-    a tuple of them) dropped from the end."""
+    a tuple of them) dropped from the end (not one of a ``target_prefix``: ``prefix_len`` [sources])."""
     ends = eos if isinstance(eos, tuple) else (eos,)
     results = []
     for s in range(tokens.shape[0]):
         ids, sc, at = [], [], []
         for h in range(n_best):
             seq = tokens[s, h, :lengths[s, h]].tolist()
-            if seq and seq[-1] in ends:
+            if len(seq) > (0 if prefix_len is None else prefix_len[s]) and seq[-1] in ends:
                 seq.pop()
             ids.append(seq)
             sc.append(float(scores[s, h]))

@@ -6,6 +6,7 @@ import numpy as np
 
 from seqjit.kernels.sampling import philox
 
+from . import prefix as prefixes
 from . import processors
 from .loop import decode_loop
 from .results import GenerationResult
@@ -18,7 +19,7 @@ def supports(request) -> str | None:
 
 
 def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream=True, need_scores=True,
-                  sources=None):
+                  sources=None, prefix=None):
     """Decode every row of ``state`` (a fresh DecoderState) greedily or by sampling: the decode loop
     (:func:`~seqjit.decoding.loop.decode_loop`) with a :class:`TokenChooser`.
 
@@ -36,8 +37,10 @@ def greedy_search(model, state, options, *, suppressed=(), on_token=None, stream
     from :mod:`seqjit.kernels.sampling.philox`; ``sources`` [batch] is each row's index in the
     caller's batch (default: its row in ``state``), so a source samples the same tokens in any batch.
     ``options.seed`` None: a fresh 64-bit seed from the operating system for this decode.
+
+    ``prefix``: each row's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`), or None.
     """
-    chooser = TokenChooser(model, state.batch, options, suppressed, need_scores, sources)
+    chooser = TokenChooser(model, state.batch, options, suppressed, need_scores, sources, prefix)
     return decode_loop(model, state, options, chooser, suppressed=suppressed, on_token=on_token, stream=stream)
 
 
@@ -65,7 +68,7 @@ class TokenChooser:
     """One hypothesis per source (greedy search or sampling); finished rows leave the batch. The
     decode loop's chooser (see :mod:`seqjit.decoding.loop` for the protocol)."""
 
-    def __init__(self, model, batch: int, options, suppressed, need_scores: bool, sources=None):
+    def __init__(self, model, batch: int, options, suppressed, need_scores: bool, sources=None, prefix=None):
         self.options, self.suppressed, self.need_scores = options, suppressed, need_scores
         self.ends = options.end_ids(model.eos_id)
         self.eos = self.ends[0] if len(self.ends) == 1 else list(self.ends)
@@ -82,14 +85,20 @@ class TokenChooser:
         self.attention = [[] for _ in range(batch)]
         self._results: list = [None] * batch
         self.fast = not need_scores and not options.sampling and options.repetition_penalty == 1.0 \
-            and options.no_repeat_ngram_size == 0 and not options.forces_tokens and not options.step_rules
+            and options.no_repeat_ngram_size == 0 and not options.forces_tokens and not options.step_rules \
+            and prefix is None
         self._tokens = None
+        self._prefix = prefix                                # each live row's target_prefix, or None
+        self._prefix_len = prefixes.lengths(prefix, batch)
 
     def start(self, state) -> None:
         pass
 
     def history(self) -> np.ndarray:
         return self._history
+
+    def prefixes(self):
+        return self._prefix
 
     def prepare(self, logits, t):
         self._tokens = _plain_argmax(logits, t, self.options, self.eos, self.suppressed) if self.fast else None
@@ -110,7 +119,7 @@ class TokenChooser:
         if attention is not None:
             for r, src in enumerate(self.alive):
                 self.attention[src].append(np.array(attention[r], np.float32))
-        done = np.isin(tokens, self.ends) | (t + 1 >= self.options.max_length)
+        done = (np.isin(tokens, self.ends) & (t >= self._prefix_len)) | (t + 1 >= self.options.max_length)
         return self.alive, tokens, logp, done
 
     def advance(self, done, t):
@@ -119,7 +128,7 @@ class TokenChooser:
         for r in np.flatnonzero(done):
             src = self.alive[r]
             ids = self._history[r, 1:].tolist()
-            if ids and ids[-1] in self.ends and not self.options.return_end_token:
+            if len(ids) > self._prefix_len[r] and ids[-1] in self.ends and not self.options.return_end_token:
                 ids.pop()
             self._results[src] = GenerationResult(
                 [ids], [float(self.scores[r])] if self.need_scores else None,
@@ -128,6 +137,9 @@ class TokenChooser:
         if keep.size == 0:
             return None
         self.alive, self._history, self.scores = self.alive[keep], self._history[keep], self.scores[keep]
+        self._prefix_len = self._prefix_len[keep]
+        if self._prefix is not None:
+            self._prefix = self._prefix[keep]
         return keep, True
 
     def results(self) -> list:

@@ -14,6 +14,8 @@ hypothesis per source; :class:`seqjit.decoding.beam.BeamChooser`: the beam step)
 
 - ``start(state)``: lay out the state's rows (beam search: K rows per source);
 - ``history()``: int64 [rows, t + 1], each running row's tokens, the decoder start token first;
+- ``prefixes()``: each running row's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`)
+  or None (no row has one);
 - ``prepare(logits, t)``: the step's working scores, or None where no processor can change the
   choice (greedy without scores: the argmax of the logits as they are);
 - ``choose(scores, t, attention)``: pick; returns ``(sources, tokens, log-probs, done)`` for the
@@ -40,7 +42,7 @@ def decode_loop(model, state, options, chooser, *, suppressed=(), on_token=None,
         logits, attention = out if want_attention else (out, None)
         scores = chooser.prepare(logits, t)
         if scores is not None:
-            processors.process(scores, history, t, options, eos, suppressed)
+            processors.process(scores, history, t, options, eos, suppressed, chooser.prefixes())
         picked = chooser.choose(scores, t, attention)
         done = None
         if picked is not None:

@@ -58,6 +58,8 @@ def native_declines(request) -> str | None:
         return "an end_token other than the model's"
     if options.return_end_token:
         return "return_end_token"
+    if options.prefixed:
+        return "a target_prefix (the native loops force no per-source prefix)"
     return None
 
 

@@ -13,6 +13,8 @@ import numpy as np
 
 from seqjit.errors import NonFiniteLogits, NothingGenerable
 
+from . import prefix
+
 NEG_INF = -np.inf
 
 
@@ -64,12 +66,21 @@ def apply_suppressed(scores: np.ndarray, tokens) -> None:
         scores[:, list(tokens)] = NEG_INF
 
 
-def apply_begin_suppressed(scores: np.ndarray, generated: int, options) -> None:
+def apply_begin_suppressed(scores: np.ndarray, generated: int, options, prefix_len=None) -> None:
     """``options.begin_suppress_tokens`` at the first generated step, the second after a forced first
-    token (transformers' SuppressTokensAtBeginLogitsProcessor moves its begin index past a forced BOS)."""
+    token (transformers' SuppressTokensAtBeginLogitsProcessor moves its begin index past a forced BOS);
+    a row with a ``target_prefix`` (``prefix_len`` [rows] > 0) at the first step after it (there,
+    past the prompt of ``decoder_input_ids``)."""
     tokens = options.begin_suppress_tokens
-    if tokens and generated == (1 if options.forced_bos_id is not None else 0):
-        scores[:, list(tokens)] = NEG_INF
+    if not tokens:
+        return
+    first = 1 if options.forced_bos_id is not None else 0
+    if prefix_len is None:
+        if generated == first:
+            scores[:, list(tokens)] = NEG_INF
+        return
+    rows = np.flatnonzero(np.where(prefix_len > 0, prefix_len, first) == generated)
+    scores[np.ix_(rows, list(tokens))] = NEG_INF
 
 
 def apply_bad_words(scores: np.ndarray, history: np.ndarray, options, eos_id: int) -> None:
@@ -119,17 +130,21 @@ def apply_forced(scores: np.ndarray, generated: int, options) -> None:
         scores[:, token] = 0
 
 
-def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eos_id: int, suppressed) -> np.ndarray:
+def process(scores: np.ndarray, history: np.ndarray, generated: int, options, eos_id: int, suppressed,
+            prefix_rows=None) -> np.ndarray:
     """The score processors in ``transformers``' order, after :func:`check_no_nan` (so every
-    Python loop, greedy, sampling and beam, refuses a NaN step)."""
+    Python loop, greedy, sampling and beam, refuses a NaN step); ``prefix_rows``: each row's
+    ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`, or None), forced last."""
     check_no_nan(scores, generated)
     apply_repetition_penalty(scores, history, options.repetition_penalty)
     apply_no_repeat_ngram(scores, history, options.no_repeat_ngram_size)
     apply_min_length(scores, generated, options.min_length, eos_id)
     apply_suppressed(scores, suppressed)
-    apply_begin_suppressed(scores, generated, options)
+    apply_begin_suppressed(scores, generated, options,
+                           None if prefix_rows is None else prefix.lengths(prefix_rows, scores.shape[0]))
     apply_bad_words(scores, history, options, eos_id)
     apply_forced(scores, generated, options)
+    prefix.force(scores, prefix.at(prefix_rows, generated))
     return scores
 
 

@@ -6,7 +6,7 @@ alone). Greedy search, sampling and beam search run on the device (:mod:`seqjit.
 :mod:`seqjit.gpu.beam`): only the source ids go up, and only token ids (and scores / attention when
 asked) come back. What the device loops do not cover runs the CPU decoding loops on the device
 model, whose ``step`` then brings each step's logits to the host: a ``callback``, beam search with
-``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, a forced token, and sampling with a top-k
+``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, a forced token, a ``target_prefix``, and sampling with a top-k
 above :data:`~seqjit.kernels.sampling.cuda.SAMPLE_MAX_K` or top-p without a top-k filter.
 """
 from __future__ import annotations
@@ -15,6 +15,7 @@ from seqjit.decoding.batch import SourceBatch
 from seqjit.decoding.beam import beam_search as host_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
 from seqjit.decoding.inputs import check_batching, drain, finished, parse_options, resolve_rules
+from seqjit.decoding.prefix import checked_prefix
 from seqjit.decoding.spec import decode_spec
 from seqjit.decoding.strategy import DEVICE, choose
 from seqjit.kernels.sampling.cuda import SAMPLE_MAX_K
@@ -33,6 +34,8 @@ def supports(opts, callback, vocab: int) -> str | None:
         return "end_token or return_end_token"
     if opts.forces_tokens:
         return "a forced token"
+    if opts.prefixed:
+        return "a target_prefix"
     if opts.step_rules:
         return "a step-dependent suppression rule"
     if opts.sampling:
@@ -56,12 +59,14 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     batch = SourceBatch.of(model, sources, lengths).limited(opts)
     spec = decode_spec(model, opts, explicit="max_length" in options,
                        rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])
+    spec = checked_prefix(model, spec, len(batch))
+    batch = batch.with_prefix(spec)
     on_device = choose(model, spec, rows=len(batch), max_batch_size=max_batch_size, callback=callback).path == DEVICE
     results: list = [None] * len(batch)
     for part in batch.batches(max_batch_size):
         state = model.start_checked(part.ids, part.lengths, max_length=spec.max_length)
         try:
-            batch_results = _decode(model, state, spec, spec.suppressed, callback, part.index, on_device)
+            batch_results = _decode(model, state, spec, spec.suppressed, callback, part.index, on_device, part.prefix)
         finally:
             state.close()
         for k, (i, length, res) in enumerate(zip(part.index.tolist(), part.lengths, batch_results)):
@@ -70,13 +75,14 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     return results
 
 
-def _decode(model, state, opts, suppressed, callback, sources, on_device: bool) -> list:
+def _decode(model, state, opts, suppressed, callback, sources, on_device: bool, prefix=None) -> list:
     if on_device:
         if opts.beam_size > 1:
             return beam_search(model, state, opts, suppressed)
         return greedy_search(model, state, opts, suppressed, sources)
     if opts.beam_size > 1:
-        return host_beam_search(model, state, opts, suppressed=suppressed)
+        return host_beam_search(model, state, opts, suppressed=suppressed, prefix=prefix)
     return drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                          stream=callback is not None,
-                                         need_scores=opts.return_scores or callback is not None, sources=sources))
+                                         need_scores=opts.return_scores or callback is not None, sources=sources,
+                                         prefix=prefix))

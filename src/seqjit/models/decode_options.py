@@ -87,6 +87,11 @@ class DecodingOptions:
     end_token: int | tuple | None = option(None,
         "the token id (or a list of ids) that ends a hypothesis, any of them (CTranslate2's end_token, "
         "transformers' eos_token_id list); None: the model's own end token")
+    target_prefix: tuple | None = option(None,
+        "per source, the first target tokens (a list of ids, or None / [] for none): forced after the decoder "
+        "start token, then decoding goes on freely (CTranslate2's target_prefix); the hypotheses begin with "
+        "them, their log-probabilities are not in the scores, and max_length and min_length count them; one "
+        "entry per source, each at most max_length ids")
     return_end_token: bool = option(False,
         "keep the end token at the end of each hypothesis that has one (CTranslate2's return_end_token)")
     max_input_length: int = option(0,
@@ -108,6 +113,11 @@ class DecodingOptions:
         words = self.bad_words_ids
         if isinstance(words, (list, tuple)) and all(isinstance(w, (list, tuple)) for w in words):
             object.__setattr__(self, "bad_words_ids", tuple(tuple(w) for w in words))
+        prefix = self.target_prefix
+        if isinstance(prefix, (list, tuple)):  # entries as id tuples (None: none); others named by validate
+            object.__setattr__(self, "target_prefix", tuple(
+                () if p is None else tuple(p.tolist()) if isinstance(p, np.ndarray) and p.ndim == 1
+                else tuple(p) if isinstance(p, (list, tuple)) else p for p in prefix))
 
     @property
     def step_rules(self) -> bool:
@@ -184,6 +194,7 @@ class DecodingOptions:
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
         self._validate_suppression()
+        self._validate_prefix()
         end = self.end_token
         if end is not None and not (isinstance(end, (int, np.integer)) and not isinstance(end, bool) and end >= 0) \
                 and not (isinstance(end, tuple) and end and all(isinstance(t, (int, np.integer))
@@ -191,6 +202,33 @@ class DecodingOptions:
             raise ValueError(f"end_token must be a non-negative token id, a non-empty list of them or None, "
                              f"got {str(end)[:60]}")
         return self
+
+    def _validate_prefix(self) -> None:
+        """``target_prefix``: None or one entry per source, each a list of non-negative int ids (None or
+        [] for none), at most ``max_length`` long (the count of sources and the vocabulary: checked by
+        :func:`seqjit.decoding.prefix.checked_prefix`)."""
+        prefix = self.target_prefix
+        if prefix is None:
+            return
+        if not isinstance(prefix, tuple):
+            raise TypeError(f"target_prefix must be a list with one token-id list (or None) per source, got "
+                            f"{type(prefix).__name__}")
+        for i, entry in enumerate(prefix):
+            if not isinstance(entry, tuple):
+                raise TypeError(f"target_prefix[{i}] must be a list of token ids or None, got {type(entry).__name__}")
+            for token in entry:
+                if not isinstance(token, (int, np.integer)) or isinstance(token, (bool, np.bool_)):
+                    raise TypeError(f"target_prefix[{i}] must hold integer token ids, got {str(token)[:40]!r} "
+                                    f"({type(token).__name__})")
+                if token < 0:
+                    raise ValueError(f"target_prefix[{i}] holds token id {token}: token ids are non-negative")
+            if len(entry) > self.max_length:
+                raise ValueError(f"target_prefix[{i}] has {len(entry)} tokens, more than max_length {self.max_length}")
+
+    @property
+    def prefixed(self) -> bool:
+        """Whether some source has a ``target_prefix`` (the native and device loops do not force one)."""
+        return self.target_prefix is not None and any(self.target_prefix)
 
     def _validate_suppression(self) -> None:
         def ids(name, value):
