@@ -3,6 +3,8 @@
 random Marian (greedy and beam 4), ids and scores."""
 from collections import Counter
 
+import numpy as np
+
 import pytest
 
 EOS = 0  # as in tests/decoding/conftest.py
@@ -80,3 +82,37 @@ def test_a_bad_end_token_is_refused_by_name(marian_pair, bad, match):
     _, model = marian_pair
     with pytest.raises(ValueError, match=match):
         model.generate([[5, 6]], end_token=bad)
+
+
+@pytest.mark.parametrize("beam", [1, 4])
+def test_a_generation_config_eos_list_is_the_model_s_end_token(tmp_path, beam):
+    """A Hugging Face ``generation_config.eos_token_id`` list (several distinct ids) is honoured: any
+    of them ends a hypothesis, as transformers' generate (which reads the same file) stops."""
+    import torch
+
+    import seqjit
+
+    from ..models.conftest import tiny_hf
+
+    tiny_hf("bart", tmp_path / "plain")
+    plain = seqjit.from_hf(tmp_path / "plain")
+    sources = [[int(t) for t in np.random.default_rng(i).integers(3, 96, 6)] for i in range(12)]
+    counts = Counter(t for r in plain.generate(sources, max_length=10) for t in r.ids[0])
+    second = next(t for t, _ in counts.most_common() if t != plain.eos_id)
+    hf = tiny_hf("bart", tmp_path / "listed", generation={"eos_token_id": [plain.eos_id, second]})
+    model = seqjit.from_hf(tmp_path / "listed")
+    assert model.config.end_token == [plain.eos_id, second] and model.eos_id == plain.eos_id
+    ends = (plain.eos_id, second)
+    got = model.generate(sources, beam_size=beam, max_length=10, return_scores=True, return_end_token=True)
+    stopped = 0
+    for i, src in enumerate(sources):
+        with torch.inference_mode():
+            out = hf.generate(input_ids=torch.tensor([src]), num_beams=beam, max_new_tokens=10, do_sample=False,
+                              bad_words_ids=[[model.pad_id]], return_dict_in_generate=True, output_scores=True)
+        seq = out.sequences[0, 1:].tolist()
+        cut = next((k + 1 for k, t in enumerate(seq) if t in ends), len(seq))
+        assert got[i].ids[0] == seq[:cut], f"source {i}"
+        if beam > 1:
+            assert got[i].scores[0] == pytest.approx(float(out.sequences_scores[0]), abs=1e-4), f"source {i}"
+        stopped += seq[cut - 1] == second
+    assert stopped  # the second end token did end some hypotheses

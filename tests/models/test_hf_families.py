@@ -142,7 +142,7 @@ def _edit(path, name, **changes):
     ("generation_config.json", {"bad_words_ids": [5, 6]}, "'bad_words_ids' must be a list of token-id lists"),
     ("generation_config.json", {"suppress_tokens": ["a"]}, "'suppress_tokens' must be a list of token ids"),
     ("generation_config.json", {"suppress_tokens": [500]}, r"suppress_tokens must be a list of token ids in \[0, 96\)"),
-    ("generation_config.json", {"eos_token_id": [2, 5]}, "'eos_token_id' lists several tokens"),
+    ("generation_config.json", {"eos_token_id": [2, -5]}, "'eos_token_id' must be a list of token ids"),
     ("config.json", {"is_decoder": True}, "config.json: 'is_decoder' true"),
     ("config.json", {"activation_function": "quick_gelu"}, "activation_function 'quick_gelu' is not supported"),
     ("config.json", {"model_type": "led"}, "model_type 'led' is not supported"),

@@ -185,7 +185,7 @@ def test_generation_config_overrides_config_json(tmp_path):
 @pytest.mark.parametrize("changes,match", [
     ({"forced_decoder_ids": [[1, 5]]}, "generation_config.json: 'forced_decoder_ids' is not supported"),
     ({"sequence_bias": [[[5], 2.0]]}, "generation_config.json: 'sequence_bias' is not supported"),
-    ({"eos_token_id": [0, 5]}, r"generation_config.json: 'eos_token_id' lists several tokens \[0, 5\]"),
+    ({"eos_token_id": [0, "a"]}, r"generation_config.json: 'eos_token_id' must be a list of token ids"),
     ({"forced_eos_token_id": [0, 5]}, "generation_config.json: 'forced_eos_token_id' lists several tokens"),
     ({"my_rule": 1}, "generation_config.json: unknown key.*'my_rule'"),
     ({"eos_token_id": None}, "generation_config.json: missing 'eos_token_id'"),

@@ -4,14 +4,14 @@ Where they come from, as ``transformers`` 5 decides: ``generation_config.json`` 
 one, and then that file alone (a key it lacks is unset, whatever ``config.json`` says); else the
 generation keys of ``config.json``. Every key of ``generation_config.json`` is one of:
 
-- a rule of the model (:data:`RULES`), applied: ``eos_token_id`` (one token, or a list whose entries
-  are all equal), ``decoder_start_token_id`` (else ``bos_token_id``, as ``transformers`` starts an
+- a rule of the model (:data:`RULES`), applied: ``eos_token_id`` (one token, or a list: its first
+  entry is the model's end token, and a list of several distinct ids is the model's ``end_token``, any
+  of which ends a hypothesis, as ``transformers`` stops), ``decoder_start_token_id`` (else ``bos_token_id``, as ``transformers`` starts an
   mBART decoder), ``forced_bos_token_id``, ``forced_eos_token_id`` (the token forced at the last
   allowed step, seqjit's ``forced_eos_id``), ``suppress_tokens``, ``begin_suppress_tokens`` and
   ``bad_words_ids`` (the model's defaults of the decoding options of those names);
 - a rule seqjit cannot apply (:data:`REFUSED`), a ModelFormatError naming the file and key when set:
-  ``forced_decoder_ids``, ``sequence_bias``, ... and an ``eos_token_id`` listing several distinct end
-  tokens (every decoding loop, native ones included, stops on one end token);
+  ``forced_decoder_ids``, ``sequence_bias``, ...;
 - a search setting (:data:`SEARCH`: ``num_beams``, ``max_length``, ``no_repeat_ngram_size``, ...):
   ``transformers``' ``generate`` defaults for this model, which seqjit's ``generate`` takes per call
   (its own defaults otherwise); a value other than ``transformers``' global default is reported in a
@@ -136,7 +136,7 @@ def _report_search(gen: Reader) -> None:
 
 
 def decoding_rules(directory: Path | None, hf: Reader, defaults: dict | None = None) -> dict:
-    """``eos_id``, ``decoder_start_id``, ``forced_bos_id``, ``forced_eos_id``, ``suppress_tokens``,
+    """``eos_id``, ``decoder_start_id``, ``end_token`` (None: ``eos_id`` alone), ``forced_bos_id``, ``forced_eos_id``, ``suppress_tokens``,
     ``begin_suppress_tokens`` and ``bad_words_ids`` for the seqjit config, from ``directory``'s
     generation config (``directory`` None, or no ``generation_config.json``: ``hf``, the ``config.json``,
     with the family's config-class ``defaults`` for keys it lacks); every other key refused or reported
@@ -147,7 +147,8 @@ def decoding_rules(directory: Path | None, hf: Reader, defaults: dict | None = N
     for key in REFUSED:
         if gen.get(key):
             raise ModelFormatError(f"{gen.where}: {key!r} is not supported by seqjit (remove it to decode without it)")
-    eos = _one_token(gen, "eos_token_id", "decoding stops on one end token")
+    ends = _token_list(gen, "eos_token_id")
+    eos = ends[0] if ends else None
     start = _one_token(gen, "decoder_start_token_id", "starts from one token")
     if start is None:  # transformers starts from the BOS token then (mBART)
         start = _one_token(gen, "bos_token_id", "starts from one token")
@@ -157,7 +158,7 @@ def decoding_rules(directory: Path | None, hf: Reader, defaults: dict | None = N
     if start is None:
         raise ModelFormatError(f"{gen.where}: missing 'decoder_start_token_id' (or 'bos_token_id')")
     _report_search(gen)
-    return dict(eos_id=eos, decoder_start_id=start,
+    return dict(eos_id=eos, decoder_start_id=start, end_token=ends if len(set(ends)) > 1 else None,
                 forced_bos_id=_one_token(gen, "forced_bos_token_id", "forces one first token"),
                 forced_eos_id=_one_token(gen, "forced_eos_token_id", "forces one end token"),
                 suppress_tokens=_token_list(gen, "suppress_tokens"),

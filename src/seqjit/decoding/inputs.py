@@ -152,7 +152,7 @@ def resolve_rules(model, opts: DecodingOptions) -> DecodingOptions:
     vocabulary is a ValueError naming the option."""
     config = getattr(model, "config", None)
     changes = {}
-    for name in ("forced_bos_id", "forced_eos_id") + SUPPRESSION_OPTIONS:
+    for name in ("forced_bos_id", "forced_eos_id", "end_token") + SUPPRESSION_OPTIONS:
         if getattr(opts, name) is None:
             own = getattr(config, name, None)
             if own is None and name in SUPPRESSION_OPTIONS:

@@ -146,7 +146,7 @@ def check_suppression(config, where: str, vocab: int) -> None:
                 isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab for t in value):
             raise ConfigError(f"{where}: {name} must be a list of token ids in [0, {vocab}), got {_show(value)}")
 
-    for name in ("suppress_tokens", "begin_suppress_tokens"):
+    for name in ("suppress_tokens", "begin_suppress_tokens", "end_token"):
         value = getattr(config, name, None)
         if value is not None:
             ids(name, value)

@@ -97,6 +97,9 @@ class TransformerConfig(ModelConfig):
     eos_id: int = 2
     forced_bos_id: int | None = None
     forced_eos_id: int | None = None
+    #: the end tokens (any of them ends a hypothesis: a Hugging Face eos_token_id list), the default of the
+    #: decoding option end_token; None: eos_id alone
+    end_token: list | None = None
     # suppression rules: the defaults of the decoding options of the same names (DecodingOptions)
     suppress_tokens: list | None = None
     begin_suppress_tokens: list | None = None
