@@ -24,7 +24,9 @@ VALID = dict(max_length=st.integers(1, 12), min_length=st.integers(0, 4), beam_s
              bad_words_ids=st.lists(st.lists(st.integers(0, 10), min_size=1, max_size=3), max_size=2),
              suppress_pad_token=st.booleans(),
              end_token=st.one_of(st.integers(0, 10), st.lists(st.integers(0, 10), min_size=1, max_size=3)),
-             return_end_token=st.booleans(), max_input_length=st.integers(0, 6), truncate_input=st.booleans())
+             return_end_token=st.booleans(), max_input_length=st.integers(0, 6), truncate_input=st.booleans(),
+             target_prefix=st.lists(st.one_of(st.none(), st.lists(st.integers(0, 10), max_size=3)), min_size=1,
+                                    max_size=3))
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +75,8 @@ def test_bad_options_and_sources_give_a_clear_error_or_a_correct_result(model, o
         for ids in r.ids:
             assert len(ids) <= opts.max_length
             assert all(0 <= t < vocab for t in ids)
-            forced = {opts.forced_bos_id, opts.forced_eos_id}  # forced tokens override suppression, as in transformers
+            # forced tokens (and a target_prefix) override suppression, as in transformers
+            forced = {opts.forced_bos_id, opts.forced_eos_id} | {t for p in opts.target_prefix or () for t in p}
             assert not (set(ids) & set(opts.suppress_tokens or ())) - forced, (ids, opts)
         if opts.return_scores:
             assert all(np.isfinite(s) or s == -np.inf for s in r.scores)
