@@ -169,19 +169,43 @@ def test_a_prefix_as_long_as_max_length_is_the_hypothesis(marian, beam):
     assert res[0].ids[0] == prefix and res[0].scores[0] == 0.0
 
 
-def test_native_paths_decline_a_prefix(marian):
-    """The native decode, the runner and the native stream force no per-source prefix: they
-    decline (the Python loops decode); prefixes that are all empty decode natively."""
+def test_which_paths_force_a_prefix(marian):
+    """Native greedy search and sampling force the prefix in their loop; native beam search, the
+    runner and the native stream force none: they decline (the Python loops decode). Prefixes that
+    are all empty decode as without them."""
     _, model, _ = marian
     sources = _sources(3)
-    for beam in (1, 4):
-        opts = seqjit.decoding.DecodingOptions(beam_size=beam, target_prefix=([1], None, [])).validate()
-        choice = choose(model, opts, rows=3)
-        assert choice.path == "python" and "target_prefix" in choice.why
-        assert choose(model, seqjit.decoding.DecodingOptions(beam_size=beam).validate(), rows=3).path != "python"
-        empty = model.generate(sources, target_prefix=[None, [], None], beam_size=beam, return_scores=True)
-        plain = model.generate(sources, beam_size=beam, return_scores=True)
-        assert [r.ids for r in empty] == [r.ids for r in plain]
+    greedy = choose(model, seqjit.decoding.DecodingOptions(target_prefix=([1], None, [])).validate(), rows=3)
+    assert greedy.path == "native" and "runner: a target_prefix" in greedy.why
+    beam = choose(model, seqjit.decoding.DecodingOptions(beam_size=4, target_prefix=([1], None, [])).validate(), rows=3)
+    assert beam.path == "python" and "native: a target_prefix" in beam.why
+    for size in (1, 4):
+        empty = model.generate(sources, target_prefix=[None, [], None], beam_size=size, return_scores=True)
+        plain = model.generate(sources, beam_size=size, return_scores=True)
+        assert [(r.ids, r.scores) for r in empty] == [(r.ids, r.scores) for r in plain]
+
+
+@pytest.mark.parametrize("options", [dict(), dict(sampling_topk=0, seed=5), dict(sampling_topk=4, seed=2),
+                                     dict(min_length=6), dict(forced_eos_id=EOS), dict(forced_eos_id=EOS, max_length=5)])
+def test_native_greedy_equals_the_python_loop(marian, options):
+    """The native loop's forced prefix tokens (greedy and sampling, with min_length and a forced end
+    token, an end token inside a prefix, a prefix as long as max_length) against the Python loop."""
+    _, model, _ = marian
+    options = {"max_length": MAX_LENGTH, **options}
+    prefixes = PREFIXES + [[1] * options["max_length"], [3] * (options["max_length"] - 1) + [EOS]]
+    sources = _sources(len(prefixes), seed=9) * 2
+    prefixes = prefixes * 2
+    spec = seqjit.decoding.DecodingOptions(target_prefix=prefixes, **options).validate()
+    assert choose(model, spec, rows=len(sources), max_batch_size=16).path == "native"
+    native = model.generate(sources, target_prefix=prefixes, return_scores=True, max_batch_size=16, **options)
+    model.set_replay("python")
+    try:
+        python = model.generate(sources, target_prefix=prefixes, return_scores=True, **options)
+    finally:
+        model.set_replay(None)
+    for i, (a, b) in enumerate(zip(native, python)):
+        assert a.ids == b.ids, f"source {i}"
+        np.testing.assert_allclose(a.scores, b.scores, rtol=1e-5, atol=1e-5, err_msg=f"source {i}")  # as test_native_sampling
 
 
 def test_generate_stream_forces_the_prefix(marian):

@@ -205,7 +205,7 @@ def _decode(model, state, opts, callback, choice: Choice, sources=None, prefix=N
         if opts.beam_size > 1:
             results = native_beam.native_beam(model, state, opts, suppressed)
         else:
-            results = native_greedy.native_greedy(model, state, opts, suppressed, sources)
+            results = native_greedy.native_greedy(model, state, opts, suppressed, sources, prefix)
         if results is not None:
             return results
     if opts.beam_size > 1:

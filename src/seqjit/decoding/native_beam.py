@@ -31,6 +31,8 @@ def supports(request) -> str | None:
     why = native_declines(request)
     if why is not None:
         return why
+    if request.options.prefixed:
+        return "a target_prefix (the native beam search forces none)"
     if request.options.beam_size > MAX_BEAM:
         return f"beam_size above {MAX_BEAM}"
     vocab = getattr(request.model, "target_vocab_size", None)

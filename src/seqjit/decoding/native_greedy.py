@@ -26,6 +26,7 @@ from seqjit.kernels._threads import get_num_threads
 from seqjit.kernels.sampling import philox
 from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, STEP, declares
 
+from . import prefix as prefixes
 from .results import GenerationResult
 
 
@@ -58,8 +59,6 @@ def native_declines(request) -> str | None:
         return "an end_token other than the model's"
     if options.return_end_token:
         return "return_end_token"
-    if options.prefixed:
-        return "a target_prefix (the native loops force no per-source prefix)"
     return None
 
 
@@ -76,6 +75,10 @@ def supports(request) -> str | None:
         return "an n-gram ban"
     if request.stream and options.forces_tokens:
         return "a forced token (the native stream does not force tokens)"
+    if options.prefixed and request.stream:
+        return "a target_prefix (the native stream forces none)"
+    if options.prefixed and options.forced_bos_id is not None:
+        return "a target_prefix with a forced first token"
     return None
 
 
@@ -109,10 +112,11 @@ def bind_step(model, state, prev: np.ndarray) -> BoundStep | None:
     return BoundStep(native.program, copy_back, native.output(LOGITS), inputs[PREV_TOKENS], inputs[STEP], inputs)
 
 
-def native_greedy(model, state, options, suppressed, sources=None) -> list | None:
+def native_greedy(model, state, options, suppressed, sources=None, prefix=None) -> list | None:
     """Decode every row of the fresh ``state``; None when the step plan has no native form.
     ``sources``: each row's index in the caller's batch (what sampling draws are keyed by; default
-    the row itself)."""
+    the row itself); ``prefix``: each row's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`,
+    or None), forced by the native loop (``forced``)."""
     forced_eos = options.forced_eos_id
     batch, steps = state.batch, options.max_length - (forced_eos is not None)  # the tokens the native loop picks
     if options.sampling:
@@ -127,6 +131,8 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
     scores = np.zeros(batch if options.return_scores else 0, np.float64)
     rows = np.arange(batch)                          # the source row of each state row
     prev = np.full(batch, model.decoder_start_id, np.int64)
+    plen = prefixes.lengths(prefix, batch)
+    forced = None if prefix is None else np.ascontiguousarray(prefix[:, :steps])  # the loop's steps only
     if options.forced_bos_id is not None and steps:  # the rule's first token (log-probability 0): one Python step
         feeds = model.step_feeds(state, prev)
         if model.step_plan(state, "decoder_step", feeds).native_replay(feeds) is None:
@@ -136,7 +142,7 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
         ids[:, 0] = prev
         if options.forced_bos_id == eos or steps == 1:
             lengths[:] = 1
-            return _results(ids, lengths, scores, options, eos)
+            return _results(ids, lengths, scores, options, eos, prefix)
     while steps:
         bound = bind_step(model, state, prev)
         if bound is None:
@@ -150,11 +156,12 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
         stop = n // 2 if n >= COMPACT_MIN_ROWS else 0
         args = (bound.program, bound.copy_back, bound.logits, bound.prev, bound.step, part_ids, part_lengths,
                 part_scores, banned, eos, int(options.min_length), state.step, get_num_threads(), stop)
+        part_forced = None if forced is None or not forced.size else np.ascontiguousarray(forced[rows])
         if options.sampling:
             state.step = int(_native_vm.sample(*args, np.ascontiguousarray(sources[rows]), seed,
-                                               *sampling_args(options)))
+                                               *sampling_args(options), part_forced))
         else:
-            state.step = int(_native_vm.greedy(*args))
+            state.step = int(_native_vm.greedy(*args, part_forced))
         ids[rows] = part_ids
         if options.return_scores:
             scores[rows] = part_scores
@@ -166,19 +173,24 @@ def native_greedy(model, state, options, suppressed, sources=None) -> list | Non
         state.reorder(keep)
         rows = rows[keep]
         prev = part_ids[keep, state.step - 1].copy()
-    return _results(ids, lengths, scores, options, eos)
+    return _results(ids, lengths, scores, options, eos, prefix)
 
 
-def _results(ids, lengths, scores, options, eos: int) -> list:
+def _results(ids, lengths, scores, options, eos: int, prefix=None) -> list:
     """The results, with ``options.forced_eos_id`` appended to every row the loop stopped at its width
-    (``ids.shape[1]`` = max_length - 1) without an end token."""
+    (``ids.shape[1]`` = max_length - 1) without an end token of its own (an end token of its
+    ``target_prefix`` does not end it; a prefix as long as max_length gives its last token instead)."""
+    batch, width = ids.shape
+    plen = prefixes.lengths(prefix, batch)
     if options.forced_eos_id is not None:
-        batch, width = ids.shape
-        cut = np.ones(batch, bool) if width == 0 else (lengths == width) & (ids[:, width - 1] != eos)
+        cut = np.ones(batch, bool) if width == 0 else (lengths == width) & ((ids[:, width - 1] != eos) | (plen >= width))
         ids = np.concatenate([ids, np.zeros((batch, 1), np.int64)], axis=1)
         ids[cut, width] = options.forced_eos_id
+        if prefix is not None and prefix.shape[1] > width:
+            whole = cut & (plen > width)
+            ids[whole, width] = prefix[whole, width]
         lengths = np.where(cut, width + 1, lengths)
-    return greedy_results(ids, lengths, scores if options.return_scores else None, eos)
+    return greedy_results(ids, lengths, scores if options.return_scores else None, eos, plen)
 
 
 def sampling_args(options) -> tuple:
@@ -186,15 +198,16 @@ def sampling_args(options) -> tuple:
     return float(options.sampling_temperature), int(options.sampling_topk), float(options.sampling_topp)
 
 
-def greedy_results(ids: np.ndarray, lengths: np.ndarray, scores, eos: int) -> list:
+def greedy_results(ids: np.ndarray, lengths: np.ndarray, scores, eos: int, plen=None) -> list:
     """One GenerationResult per row of ``ids`` [B, T]: its first ``lengths[b]`` tokens, the end
-    token dropped; ``scores`` [B] or None."""
+    token dropped (not one of its ``target_prefix``, ``plen[b]`` tokens); ``scores`` [B] or None."""
     rows, counts = ids.tolist(), lengths.tolist()
     sums = scores.tolist() if scores is not None else None
+    kept = [0] * len(rows) if plen is None else plen.tolist()
     results = []
     for b, (row, n) in enumerate(zip(rows, counts)):
         del row[n:]
-        if row and row[-1] == eos:
+        if len(row) > kept[b] and row[-1] == eos:
             row.pop()
         results.append(GenerationResult([row], [sums[b]] if sums is not None else None, None))
     return results

@@ -24,6 +24,8 @@ def supports(request, native: str | None) -> str | None:
     model, options, rows = request.model, request.options, request.rows
     if request.stream:
         return "a stream (one native step per call: the native stream)"
+    if options.prefixed:
+        return "a target_prefix (the runner forces none: the native decode does)"
     if rows > request.max_batch_size:
         return f"{rows} sources in batches of {request.max_batch_size}: one native decode per batch"
     if rows * options.beam_size >= COMPACT_MIN_ROWS:

@@ -118,8 +118,8 @@ cdef int _check_logits(cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv) 
 def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,
            cnp.ndarray ids, cnp.ndarray lengths, cnp.ndarray scores, cnp.ndarray banned,
            int eos, int min_length, int start, int nthreads, int stop_alive, cnp.ndarray sources,
-           unsigned long long seed, double temperature, Py_ssize_t topk, double topp):
-    """:func:`greedy` with the token of each row drawn as :func:`seqjit.decoding.processors.sample`
+           unsigned long long seed, double temperature, Py_ssize_t topk, double topp, cnp.ndarray forced=None):
+    """:func:`greedy` (``forced``: as there) with the token of each row drawn as :func:`seqjit.decoding.processors.sample`
     draws it (``temperature``, ``topk``, ``topp``), from the draw of (``seed``, ``sources[b]``, t):
     ``sources`` [B] int64 is each row's index in the caller's batch. ``topk == 1`` takes the greedy
     token (the first maximum) instead. ``scores[b]`` (when not empty) gains the log-probability of
@@ -148,6 +148,8 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
     cdef double* sc = <double*>cnp.PyArray_DATA(scores) if scores.shape[0] else NULL
     cdef int t, b, alive, rc = 0, team, nan_row = 0
     cdef Py_ssize_t best
+    cdef int fw = _forced_width(forced, B, V)
+    cdef int64_t* fp = <int64_t*>cnp.PyArray_DATA(forced) if fw else NULL
     cdef SjCand* cand = <SjCand*>malloc(max(V, 1) * sizeof(SjCand))
     cdef float* buf = <float*>malloc(max(V, 1) * sizeof(float))
     if cand == NULL or buf == NULL:
@@ -165,6 +167,18 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
             for b in range(B):
                 if ln[b] > 0:
                     pv[b] = eos
+                    continue
+                if t < fw and fp[b * fw + t] >= 0:  # a prefix token
+                    if sj_argmax_row(lg + b * ld, V) < 0:
+                        rc, nan_row = ERR_NAN, b
+                        break
+                    best = fp[b * fw + t]
+                    out[b * T + t] = best
+                    pv[b] = best
+                    if t + 1 == T:
+                        ln[b] = t + 1
+                    else:
+                        alive += 1
                     continue
                 best = _choose(lg + b * ld, V, t, src[b], &o, cand, buf, (sc + b) if sc != NULL else NULL)
                 if best < 0:

@@ -365,7 +365,7 @@ cdef class Program:
 
 def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,
            cnp.ndarray ids, cnp.ndarray lengths, cnp.ndarray scores, cnp.ndarray banned,
-           int eos, int min_length, int start, int nthreads, int stop_alive=0):
+           int eos, int min_length, int start, int nthreads, int stop_alive=0, cnp.ndarray forced=None):
     """Greedy decoding to the end: runs ``step`` (which reads ``prev`` [B] and ``stepv`` [], writes
     ``logits`` [B, V]) then ``writeback`` for t = start .. T-1 (T = ids.shape[1]); row b's token t
     goes to ``ids[b, t]``; ``lengths[b]`` becomes the tokens generated for it (its end token
@@ -373,8 +373,12 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
     ``banned``: tokens never chosen (int64); the end token is banned too while t < min_length.
     Rows run until every row has its end token or T tokens (finished rows keep computing), or until
     at most ``stop_alive`` rows are still running (the caller then compacts the batch and calls
-    again from the returned step). Returns the next step."""
+    again from the returned step). ``forced`` (None or int64 [B, P]): row b's token at step t < P is
+    ``forced[b, t]`` where that is not -1 (a ``target_prefix``: chosen whatever the logits, adding 0 to
+    the score, never ending the row). Returns the next step."""
     cdef int B = <int>logits.shape[0], V = <int>logits.shape[1], T = <int>ids.shape[1]
+    cdef int fw = _forced_width(forced, B, V)
+    cdef int64_t* fp = <int64_t*>cnp.PyArray_DATA(forced) if fw else NULL
     cdef Py_ssize_t ld = logits.strides[0] // 4
     cdef float* lg = <float*>cnp.PyArray_DATA(logits)
     cdef int64_t* pv = <int64_t*>cnp.PyArray_DATA(prev)
@@ -404,6 +408,18 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
                     pv[b] = eos
                     continue
                 row = lg + b * ld
+                if t < fw and fp[b * fw + t] >= 0:  # a prefix token
+                    if sj_argmax_row(row, V) < 0:
+                        rc, nan_row = ERR_NAN, b
+                        break
+                    best = <int>fp[b * fw + t]
+                    out[b * T + t] = best
+                    pv[b] = best
+                    if t + 1 == T:
+                        ln[b] = t + 1
+                    else:
+                        alive += 1
+                    continue
                 for k in range(nb):  # a NaN anywhere in the row, a banned token's included, is an error
                     if row[bn[k]] != row[bn[k]]:
                         rc, nan_row = ERR_NAN, b
@@ -450,6 +466,20 @@ def greedy(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
     if rc:
         (step if step.err else writeback).raise_error()
     return sv[0]
+
+
+cdef int _forced_width(cnp.ndarray forced, int rows, int vocab) except -1:
+    """The columns of ``forced`` (0 for None): a contiguous int64 [rows, P] array of token ids in
+    [0, vocab) or -1 (not forced)."""
+    if forced is None:
+        return 0
+    if forced.ndim != 2 or forced.shape[0] != rows or forced.dtype.num != cnp.NPY_INT64 \
+            or not forced.flags.c_contiguous:
+        raise ValueError(f"forced must be a contiguous int64 [{rows}, P] array, got {forced.dtype} "
+                         f"{list((<object>forced).shape)}")
+    if forced.size and (forced.min() < -1 or forced.max() >= vocab):
+        raise ValueError(f"forced tokens must be -1 or lie in [0, {vocab})")
+    return <int>forced.shape[1] if forced.size else 0
 
 
 include "_native_sampling.pxi"
