@@ -29,6 +29,8 @@ so output lines stay aligned with input lines; the command goes on and exits wit
 progress bar is drawn only when stderr is a terminal. ``--format json`` writes one object per line
 instead: the best hypothesis's ``ids``, ``text``, ``score`` and ``normalized_score``
 (:mod:`seqjit.commands.scores`), the n-best in ``hypotheses`` (``--num-hypotheses``) and ``error``.
+``--target-prefix`` forces the first output tokens of every line (text tokenized as the target,
+or ids), then decoding goes on freely; the output includes them.
 ``--output`` is written to a temporary file
 renamed into place when the run ends, and may not name the input file (nor a link to it).
 """
@@ -85,6 +87,10 @@ def register(subparsers) -> None:
     p.add_argument("--target-lang", default=None, metavar="CODE",
                    help="the output language of a many-to-many model read with a tokenizer.json (NLLB deu_Latn, "
                         "M2M100 de, mBART-50 de_DE): its token is forced as the first generated token")
+    p.add_argument("--target-prefix", default=None, metavar="TEXT",
+                   help="the first output tokens of every line, then free decoding (CTranslate2's target_prefix): "
+                        "text, tokenized as the target is, or space-separated token ids with --ids or a model "
+                        "without text files; the output includes them")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     ray_run.add_arguments(p)
     p.set_defaults(func=run)
@@ -117,6 +123,30 @@ def target_lang_options(args, directory, model, codec) -> dict:
     return target_language(directory, model, codec, code)
 
 
+def target_prefix(args, model, codec) -> list | None:
+    """``--target-prefix`` as target ids (None when not given): text through the codec's target side,
+    or space-separated decimal ids without a codec; each id in the target vocabulary."""
+    text = getattr(args, "target_prefix", None)
+    if text is None:
+        return None
+    if codec is None:
+        words = text.split()
+        if not all(w.isascii() and w.isdigit() for w in words):
+            raise ValueError(f"--target-prefix must hold space-separated token ids (decimal digits) when lines hold "
+                             f"ids, got {text[:60]!r}")
+        ids = [int(w) for w in words]
+    elif hasattr(codec, "encode_target"):
+        ids = codec.encode_target(text)
+    else:
+        raise ValueError(f"--target-prefix as text needs SentencePiece files or a {TOKENIZER_JSON} (give --ids and "
+                         "token ids instead)")
+    vocab = model.target_vocab_size
+    outside = [i for i in ids if vocab is not None and not 0 <= i < vocab]
+    if outside:
+        raise ValueError(f"--target-prefix holds token id {outside[0]}, outside the target vocabulary [0, {vocab})")
+    return ids
+
+
 def _positive(name: str, value) -> None:
     if value is not None and value < 1:
         raise ValueError(f"{name} must be a positive integer, got {value}")
@@ -143,6 +173,8 @@ def run(args) -> int:
         raise ValueError("--max-input-length and --truncate-input are not supported with --ray yet")
     if json_out and args.ray is not None:
         raise ValueError("--format json is not supported with --ray yet")
+    if getattr(args, "target_prefix", None) is not None and args.ray is not None:
+        raise ValueError("--target-prefix is not supported with --ray yet")
     check_input(args.input)  # missing, a directory or a device: an error before the model loads
     refuse_input_as_output(args.input, args.output)
 
@@ -152,6 +184,7 @@ def run(args) -> int:
     model = load_any(directory)
     codec = codec_for(directory, model, ids=args.ids)
     forced = target_lang_options(args, directory, model, codec)
+    prefix = target_prefix(args, model, codec)
     if args.ray is not None:
         return ray_run.run_translate(args, directory, model, codec, forced)
     max_positions = getattr(model.config, "max_positions", None)
@@ -162,7 +195,9 @@ def run(args) -> int:
 
     def run_batch(items):
         try:
-            return [r if json_out else r.ids[0] for r in model.generate(items, max_batch_size=len(items), **options)]
+            given = {} if prefix is None else {"target_prefix": [prefix] * len(items)}
+            return [r if json_out else r.ids[0]
+                    for r in model.generate(items, max_batch_size=len(items), **given, **options)]
         except (ValueError, TypeError, IndexError) as exc:
             if len(items) == 1:
                 return [Failed(str(exc))]

@@ -56,6 +56,10 @@ class HFTokenizerCodec:
     def encode(self, text: str) -> list:
         return list(self.tokenizer.encode(text).ids)
 
+    def encode_target(self, text: str) -> list:
+        """``text`` as target ids without special tokens (a ``--target-prefix``)."""
+        return list(self.tokenizer.encode(text, add_special_tokens=False).ids)
+
     def decode(self, ids) -> str:
         return self.tokenizer.decode([int(i) for i in ids], skip_special_tokens=True)
 

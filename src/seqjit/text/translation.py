@@ -84,6 +84,19 @@ class TextCodec:
             ids.append(i)
         return [*ids, self.eos]
 
+    def encode_target(self, text: str) -> list:
+        """``text`` as target ids (``target.spm`` and the target vocabulary; no end token): a
+        ``--target-prefix``."""
+        if self.vocab is None:
+            return list(self.target.encode(text))
+        ids = {p: i for i, p in self.pieces.items()}
+        out = []
+        for piece in self.target.encode(text, out_type=str):
+            if piece not in ids:
+                raise ValueError(f"piece {quoted(piece)} is not in the target vocabulary of {self.directory}")
+            out.append(ids[piece])
+        return out
+
     def decode(self, ids) -> str:
         ids = [int(i) for i in ids if int(i) not in self.special]
         if self.vocab is None:
