@@ -37,6 +37,10 @@ TABLE = [
     (dict(end_token=7, beam_size=2), PYTHON_ONLY, False),
     (dict(return_end_token=True), PYTHON_ONLY, False),
     (dict(max_input_length=4, truncate_input=True), ALL, True),  # applied to the batch, before any path
+    (dict(target_prefix=((5, 6), ())), NATIVE_ONLY, False),  # native greedy forces it in its loop
+    (dict(target_prefix=((5,), (7,)), sampling_topk=0, seed=1), NATIVE_ONLY, False),
+    (dict(target_prefix=((5,), ()), forced_bos_id=5), PYTHON_ONLY, False),
+    (dict(target_prefix=((5,), ()), beam_size=2), PYTHON_ONLY, False),
 ]
 
 
@@ -77,6 +81,8 @@ def test_the_stream_declarations(marian_pair):
     plain, forced = _answers(model, {}, 1, stream=True), _answers(model, dict(forced_bos_id=5), 1, stream=True)
     assert plain["runner"] and plain["native"] is None
     assert "forced token" in forced["native"] and forced["python"] is None
+    prefixed = _answers(model, dict(target_prefix=((5,),)), 1, stream=True)
+    assert "target_prefix" in prefixed["native"] and prefixed["python"] is None
 
 
 def test_a_larger_batch_is_declined_by_the_runner_only(marian_pair):
