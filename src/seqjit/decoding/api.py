@@ -15,6 +15,7 @@ import numpy as np
 from seqjit.kernels._threads import default_num_threads, get_num_threads, thread_cap
 
 from . import native_beam, native_greedy
+from .alternatives import decode_alternatives
 from .beam import beam_search
 from .greedy import greedy_search
 from .runner_pool import RunnerPool
@@ -58,6 +59,12 @@ def decode(model, sources, lengths, max_batch_size, callback, options: dict) -> 
                        rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])
     spec = checked_prefix(model, spec, len(batch))
     batch = batch.with_prefix(spec)
+    if spec.return_alternatives:
+        if callback is not None:
+            raise ValueError("callback cannot be combined with return_alternatives")
+        results = decode_alternatives(model, batch, spec, options, max_batch_size,
+                                      lambda ids, lens, opts: decode(model, ids, lens, max_batch_size, None, opts))
+        return _marked([finished(r, spec, n) for r, n in zip(results, batch.lengths)], batch)
     choice = choose(model, spec, rows=len(batch), max_batch_size=max_batch_size, callback=callback)
     if choice.path == RUNNER:
         results = _runner_decode(model, batch, spec)
@@ -227,6 +234,8 @@ def generate_stream(model, source, **options):
     opts = resolve_rules(model, parse_options(options))
     if opts.beam_size > 1:
         raise ValueError("generate_stream decodes greedily or by sampling: beam_size must be 1")
+    if opts.return_alternatives:
+        raise ValueError("generate_stream yields one hypothesis: return_alternatives must be False")
     batch = SourceBatch.of(model, [source]).limited(opts)
     opts = decode_spec(model, opts, explicit="max_length" in options, rows=1, width=batch.ids.shape[1])
     opts = checked_prefix(model, opts, 1)

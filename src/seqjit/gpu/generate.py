@@ -56,6 +56,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
     """:func:`seqjit.decoding.generate` on the GPU; the same arguments and results."""
     opts = resolve_rules(model, parse_options(options))
     check_batching(max_batch_size, callback, opts)
+    if opts.return_alternatives:
+        raise ValueError("return_alternatives is not supported on a device yet (decode on the CPU)")
     batch = SourceBatch.of(model, sources, lengths).limited(opts)
     spec = decode_spec(model, opts, explicit="max_length" in options,
                        rows=min(max_batch_size, len(batch)) * opts.beam_size, width=batch.ids.shape[1])

@@ -92,6 +92,10 @@ class DecodingOptions:
         "start token, then decoding goes on freely (CTranslate2's target_prefix); the hypotheses begin with "
         "them, their log-probabilities are not in the scores, and max_length and min_length count them; one "
         "entry per source, each at most max_length ids")
+    return_alternatives: bool = option(False,
+        "the num_hypotheses best tokens at the first position after the target_prefix (none: the first "
+        "position), each continued by the search (CTranslate2's return_alternatives); num_hypotheses may "
+        "exceed beam_size")
     return_end_token: bool = option(False,
         "keep the end token at the end of each hypothesis that has one (CTranslate2's return_end_token)")
     max_input_length: int = option(0,
@@ -166,7 +170,7 @@ class DecodingOptions:
             raise ValueError(f"max_length {self.max_length} is more than seqjit decodes ({MAX_LENGTH_LIMIT} tokens)")
         if self.min_length > self.max_length:
             raise ValueError(f"min_length ({self.min_length}) must not exceed max_length ({self.max_length})")
-        if self.num_hypotheses > self.beam_size:
+        if self.num_hypotheses > self.beam_size and not self.return_alternatives:
             raise ValueError(f"num_hypotheses ({self.num_hypotheses}) must not exceed beam_size ({self.beam_size})")
         if self.beam_size > 1 and self.sampling:
             raise ValueError("sampling_topk != 1 (sampling) cannot be combined with beam_size > 1")
@@ -185,7 +189,7 @@ class DecodingOptions:
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)
                                       or not 0 <= self.seed < 1 << 64):
             raise ValueError(f"seed must be an integer in [0, 2**64) or None, got {self.seed!r}")
-        for name in ("return_scores", "return_attention", "return_end_token", "truncate_input"):
+        for name in ("return_scores", "return_attention", "return_end_token", "truncate_input", "return_alternatives"):
             value = getattr(self, name)
             if not isinstance(value, (bool, np.bool_)):  # 'no' and 'false' are truthy
                 raise ValueError(f"{name} must be True or False, got {str(value)[:40]!r} ({type(value).__name__})")
