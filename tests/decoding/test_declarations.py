@@ -40,7 +40,8 @@ TABLE = [
     (dict(target_prefix=((5, 6), ())), NATIVE_ONLY, False),  # native greedy forces it in its loop
     (dict(target_prefix=((5,), (7,)), sampling_topk=0, seed=1), NATIVE_ONLY, False),
     (dict(target_prefix=((5,), ()), forced_bos_id=5), PYTHON_ONLY, False),
-    (dict(target_prefix=((5,), ()), beam_size=2), PYTHON_ONLY, False),
+    (dict(target_prefix=((5,), ()), beam_size=2), NATIVE_ONLY, False),
+    (dict(target_prefix=((5, 0), ()), beam_size=2), PYTHON_ONLY, False),  # an end token inside a prefix
 ]
 
 

@@ -170,15 +170,18 @@ def test_a_prefix_as_long_as_max_length_is_the_hypothesis(marian, beam):
 
 
 def test_which_paths_force_a_prefix(marian):
-    """Native greedy search and sampling force the prefix in their loop; native beam search, the
-    runner and the native stream force none: they decline (the Python loops decode). Prefixes that
-    are all empty decode as without them."""
+    """Native greedy search, sampling and beam search force the prefix in their loops (native beam
+    search declines a prefix holding an end token); the runner and the native stream force none:
+    they decline. Prefixes that are all empty decode as without them."""
     _, model, _ = marian
     sources = _sources(3)
-    greedy = choose(model, seqjit.decoding.DecodingOptions(target_prefix=([1], None, [])).validate(), rows=3)
-    assert greedy.path == "native" and "runner: a target_prefix" in greedy.why
-    beam = choose(model, seqjit.decoding.DecodingOptions(beam_size=4, target_prefix=([1], None, [])).validate(), rows=3)
-    assert beam.path == "python" and "native: a target_prefix" in beam.why
+    for beam in (1, 4):
+        choice = choose(model, seqjit.decoding.DecodingOptions(beam_size=beam, target_prefix=([1], None, [])).validate(),
+                        rows=3)
+        assert choice.path == "native" and "runner: a target_prefix" in choice.why
+    ended = choose(model, seqjit.decoding.DecodingOptions(beam_size=4, target_prefix=([1, EOS], None, [])).validate(),
+                   rows=3)
+    assert ended.path == "python" and "native: a target_prefix holding an end token" in ended.why
     for size in (1, 4):
         empty = model.generate(sources, target_prefix=[None, [], None], beam_size=size, return_scores=True)
         plain = model.generate(sources, beam_size=size, return_scores=True)
@@ -186,13 +189,19 @@ def test_which_paths_force_a_prefix(marian):
 
 
 @pytest.mark.parametrize("options", [dict(), dict(sampling_topk=0, seed=5), dict(sampling_topk=4, seed=2),
-                                     dict(min_length=6), dict(forced_eos_id=EOS), dict(forced_eos_id=EOS, max_length=5)])
-def test_native_greedy_equals_the_python_loop(marian, options):
-    """The native loop's forced prefix tokens (greedy and sampling, with min_length and a forced end
-    token, an end token inside a prefix, a prefix as long as max_length) against the Python loop."""
+                                     dict(min_length=6), dict(forced_eos_id=EOS), dict(forced_eos_id=EOS, max_length=5),
+                                     dict(beam_size=4), dict(beam_size=4, length_penalty=1.0, num_hypotheses=2),
+                                     dict(beam_size=3, forced_bos_id=5, forced_eos_id=EOS, repetition_penalty=1.3,
+                                          no_repeat_ngram_size=2, min_length=4)])
+def test_native_loops_equal_the_python_loop(marian, options):
+    """The native loops' forced prefix tokens (greedy, sampling and beam search, with min_length,
+    forced first and end tokens, processors, a prefix as long as max_length; greedy and sampling:
+    an end token inside a prefix) against the Python loop."""
     _, model, _ = marian
     options = {"max_length": MAX_LENGTH, **options}
     prefixes = PREFIXES + [[1] * options["max_length"], [3] * (options["max_length"] - 1) + [EOS]]
+    if options.get("beam_size", 1) > 1:  # native beam search declines a prefix holding an end token
+        prefixes = [p if EOS not in (p or []) else [p[0]] for p in prefixes]
     sources = _sources(len(prefixes), seed=9) * 2
     prefixes = prefixes * 2
     spec = seqjit.decoding.DecodingOptions(target_prefix=prefixes, **options).validate()
@@ -206,6 +215,7 @@ def test_native_greedy_equals_the_python_loop(marian, options):
     for i, (a, b) in enumerate(zip(native, python)):
         assert a.ids == b.ids, f"source {i}"
         np.testing.assert_allclose(a.scores, b.scores, rtol=1e-5, atol=1e-5, err_msg=f"source {i}")  # as test_native_sampling
+    assert any(a.ids[0][:len(p or [])] == list(p or []) and p for a, p in zip(native, prefixes))
 
 
 def test_generate_stream_forces_the_prefix(marian):

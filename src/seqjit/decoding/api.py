@@ -210,7 +210,7 @@ def _decode(model, state, opts, callback, choice: Choice, sources=None, prefix=N
     suppressed = opts.suppressed
     if choice.path == NATIVE:
         if opts.beam_size > 1:
-            results = native_beam.native_beam(model, state, opts, suppressed)
+            results = native_beam.native_beam(model, state, opts, suppressed, prefix)
         else:
             results = native_greedy.native_greedy(model, state, opts, suppressed, sources, prefix)
         if results is not None:

@@ -31,8 +31,9 @@ def supports(request) -> str | None:
     why = native_declines(request)
     if why is not None:
         return why
-    if request.options.prefixed:
-        return "a target_prefix (the native beam search forces none)"
+    options = request.options
+    if options.prefixed and any(t in options.end_ids(request.model.eos_id) for p in options.target_prefix for t in p):
+        return "a target_prefix holding an end token (the native beam search would end there)"
     if request.options.beam_size > MAX_BEAM:
         return f"beam_size above {MAX_BEAM}"
     vocab = getattr(request.model, "target_vocab_size", None)
@@ -63,7 +64,7 @@ class BeamSearch:
     """One native beam search's buffers, by source: token histories (double-buffered), running and
     finished scores, lengths and flags; :meth:`run` advances the sources still in the batch."""
 
-    def __init__(self, eos: int, start_id: int, options, suppressed, n_src: int):
+    def __init__(self, eos: int, start_id: int, options, suppressed, n_src: int, prefix=None):
         K, T = options.beam_size, options.max_length
         self.K, self.T, self.options = K, T, options
         self.eos, self.start_id = int(eos), int(start_id)
@@ -75,6 +76,7 @@ class BeamSearch:
         self.fin_scores = np.empty((n_src, K), np.float32)
         self.fin_done = np.empty((n_src, K), np.int32)
         self.active = np.empty(n_src, np.int32)
+        self.prefix = None if prefix is None else np.ascontiguousarray(prefix[:, :T])  # by source
         self.restart(options)
 
     def restart(self, options) -> None:
@@ -103,7 +105,8 @@ class BeamSearch:
             part_small[1], part_small[2], part_small[3], part_small[4], self.banned, self.cur, self.t, self.T,
             self.eos, int(o.min_length), self.start_id, float(o.repetition_penalty), int(o.no_repeat_ngram_size),
             float(o.length_penalty), scratch, get_num_threads(), stop,
-            -1 if o.forced_bos_id is None else int(o.forced_bos_id), -1 if o.forced_eos_id is None else int(o.forced_eos_id))
+            -1 if o.forced_bos_id is None else int(o.forced_bos_id), -1 if o.forced_eos_id is None else int(o.forced_eos_id),
+            None if self.prefix is None else (self.prefix if every else np.ascontiguousarray(self.prefix[src])))
         if not every:
             for whole, sub in zip(big + small, list(part) + list(part_small)):
                 whole[(slice(None), src) if whole.ndim == 4 else src] = sub
@@ -114,12 +117,13 @@ class BeamSearch:
                         self.options.num_hypotheses)
 
 
-def native_beam(model, state, options, suppressed) -> list | None:
+def native_beam(model, state, options, suppressed, prefix=None) -> list | None:
     """Decode every source row of the fresh ``state``; None when the step plan has no native form
-    (nothing has run then: the caller decodes with the reference loop)."""
+    (nothing has run then: the caller decodes with the reference loop). ``prefix``: each source's
+    ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`, holding no end token), or None."""
     n_src, K = state.batch, options.beam_size
     state.reorder(np.repeat(np.arange(n_src), K))
-    search = BeamSearch(model.eos_id, model.decoder_start_id, options, suppressed, n_src)
+    search = BeamSearch(model.eos_id, model.decoder_start_id, options, suppressed, n_src, prefix)
     src = np.arange(n_src)                      # the source of each group of K state rows
     prev = np.full(n_src * K, model.decoder_start_id, np.int64)
     while True:

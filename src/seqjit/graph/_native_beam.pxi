@@ -64,6 +64,8 @@ cdef struct _BeamSources:
     int64_t* pv
     int64_t* parent
     int64_t forced
+    int64_t* pfx  # per source, its target_prefix [S, pw] (-1 past it), or NULL
+    Py_ssize_t pw
     float repetition_penalty, divisor
     float* cand_s[2]
     int64_t* cand_i[2]
@@ -79,6 +81,7 @@ cdef void _beam_sources(void* ctx, int part) noexcept nogil:
     their own rows of every array, so the two parts may run at once."""
     cdef _BeamSources* j = <_BeamSources*>ctx
     cdef int s, k, b, status, K = j.K
+    cdef int64_t forced
     cdef Py_ssize_t T = j.T, plane = j.plane, ld = j.ld
     cdef int s0 = 0 if part == 0 else j.mid, s1 = j.mid if part == 0 else j.S
     j.n_improvable[part], j.all_end[part], j.rc[part], j.nan_row[part] = 0, 1, 0, 0
@@ -87,12 +90,15 @@ cdef void _beam_sources(void* ctx, int part) noexcept nogil:
             j.parent[s * K + k] = k
         if not j.act[s]:
             continue
+        forced = j.forced
+        if j.t < j.pw and j.pfx[s * j.pw + j.t] >= 0:  # a prefix token: forced last, over the rule's
+            forced = j.pfx[s * j.pw + j.t]
         for b in range(s * K, s * K + K):
             if sj_log_softmax_row(j.lg + b * ld, j.V):
                 j.rc[part], j.nan_row[part] = ERR_NAN, b
                 return
             sj_process_row(j.lg + b * ld, j.V, j.runt + j.cur * plane + b * T, j.t, j.start_id,
-                           j.repetition_penalty, j.ngram, j.eos, j.min_length, j.bn, j.nb, j.forced, j.hist[part])
+                           j.repetition_penalty, j.ngram, j.eos, j.min_length, j.bn, j.nb, forced, j.hist[part])
         if sj_beam_topk_source(j.lg + s * K * ld, ld, K, j.V, j.rsc + s * K, 2 * K, j.cand_s[part],
                                j.cand_i[part]) == 0 or j.cand_s[part][0] == -INFINITY:
             # every continuation -inf: an error unless the source has finished hypotheses to return
@@ -122,13 +128,15 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
          cnp.ndarray fin_tokens, cnp.ndarray fin_len, cnp.ndarray fin_scores, cnp.ndarray fin_done,
          cnp.ndarray active, cnp.ndarray banned, int cur, int t0, int max_len, int eos, int min_length,
          int start_id, double repetition_penalty, int ngram, double length_penalty, cnp.ndarray scratch,
-         int nthreads, int stop_active, int64_t forced_bos=-1, int64_t forced_eos=-1):
+         int nthreads, int stop_active, int64_t forced_bos=-1, int64_t forced_eos=-1, cnp.ndarray prefix=None):
     """Beam search over ``S = active.shape[0]`` sources of ``K`` beams (state rows ``s * K + k``),
     from step ``t0`` until every source is done or at most ``stop_active`` sources are still active.
 
     ``step`` reads ``prev`` [S*K] and ``stepv`` [] and writes ``logits`` [S*K, V]; ``writeback``
     copies the recurrent state back. ``forced_bos`` / ``forced_eos`` (-1: none): the token step 0 /
-    step max_len - 1 must take (the end token when both apply, as processors.apply_forced). ``state``: the decoder state arrays (C-contiguous, batch first)
+    step max_len - 1 must take (the end token when both apply, as processors.apply_forced);
+    ``prefix`` (None or int64 [S, P], -1 past a source's prefix): source s's token at step t < P, over
+    those rules (a ``target_prefix``; it must hold no end token). ``state``: the decoder state arrays (C-contiguous, batch first)
     that move with their beam; ``layout`` int64 [len(state), 3]: chunks per row, chunk bytes, bytes
     per time step (0: no time axis, the whole chunk is used). ``run_tokens``/``fin_tokens`` int64
     [2, S, K, max_len] (buffer ``cur`` holds the histories), ``run_scores``/``fin_scores`` float32
@@ -161,6 +169,7 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
         raise ValueError("logits must be float32 [S*K, V] with contiguous rows")
     if layout.shape[0] != n_state or layout.shape[1] != 3:
         raise ValueError("layout must be int64 [len(state), 3]")
+    cdef Py_ssize_t pw = _forced_width(prefix, S, V)
     cdef char** bases = <char**>malloc((n_state + 1) * sizeof(char*))
     cdef Py_ssize_t* row_bytes = <Py_ssize_t*>malloc((n_state + 1) * sizeof(Py_ssize_t))
     cdef float* cand_s = <float*>malloc(2 * 2 * K * sizeof(float))
@@ -181,6 +190,8 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
     job.start_id, job.ngram, job.nb, job.ld, job.T, job.plane = start_id, ngram, nb, ld, T, plane
     job.lg, job.runt, job.fint, job.rsc, job.fsc, job.fln, job.fdn = lg, runt, fint, rsc, fsc, fln, fdn
     job.act, job.bn, job.pv, job.parent, job.repetition_penalty = act, bn, pv, parent, <float>repetition_penalty
+    job.pw = pw
+    job.pfx = <int64_t*>cnp.PyArray_DATA(prefix) if pw else NULL
     for part in range(2):
         job.cand_s[part], job.cand_i[part], job.hist[part] = cand_s + part * 2 * K, cand_i + part * 2 * K, hist + part * (T + 2)
     with nogil:
