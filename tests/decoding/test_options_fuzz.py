@@ -25,6 +25,7 @@ VALID = dict(max_length=st.integers(1, 12), min_length=st.integers(0, 4), beam_s
              suppress_pad_token=st.booleans(),
              end_token=st.one_of(st.integers(0, 10), st.lists(st.integers(0, 10), min_size=1, max_size=3)),
              return_end_token=st.booleans(), max_input_length=st.integers(0, 6), truncate_input=st.booleans(),
+             return_alternatives=st.booleans(),
              target_prefix=st.lists(st.one_of(st.none(), st.lists(st.integers(0, 10), max_size=3)), min_size=1,
                                     max_size=3))
 

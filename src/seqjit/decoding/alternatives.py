@@ -21,6 +21,8 @@ import dataclasses
 
 import numpy as np
 
+from seqjit.errors import NothingGenerable
+
 from . import prefix as prefixes
 from .greedy import Argmax, TokenChooser
 from .inputs import drain
@@ -49,6 +51,9 @@ class Expansion(TokenChooser):
             order = np.argsort(-logp, axis=-1, kind="stable")[:, :self.n]
             for i, (r, best) in enumerate(zip(first.tolist(), order)):
                 keep = best[np.isfinite(logp[i, best])]
+                if not keep.size:  # only an end token could follow
+                    raise NothingGenerable(f"decoding step {t}: row {int(self.alive[r])} has no alternative but the "
+                                           "end token (return_alternatives bans it at the first free position)")
                 self.found[int(self.alive[r])] = (keep.tolist(), logp[i, keep].astype(np.float64).tolist())
             picked[3][first] = True
         return picked

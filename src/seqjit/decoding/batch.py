@@ -40,6 +40,8 @@ class SourceBatch:
     def with_prefix(self, options) -> "SourceBatch":
         """The batch (rows in the caller's order) with ``options.target_prefix`` (checked by
         :func:`~seqjit.decoding.prefix.checked_prefix`; None: none) as its rows' prefixes."""
+        if options.target_prefix is None:
+            return self
         return dataclasses.replace(self, prefix=prefix_rows(options.target_prefix))
 
     def __len__(self) -> int:

@@ -131,7 +131,6 @@ def native_greedy(model, state, options, suppressed, sources=None, prefix=None) 
     scores = np.zeros(batch if options.return_scores else 0, np.float64)
     rows = np.arange(batch)                          # the source row of each state row
     prev = np.full(batch, model.decoder_start_id, np.int64)
-    plen = prefixes.lengths(prefix, batch)
     forced = None if prefix is None else np.ascontiguousarray(prefix[:, :steps])  # the loop's steps only
     if options.forced_bos_id is not None and steps:  # the rule's first token (log-probability 0): one Python step
         feeds = model.step_feeds(state, prev)
@@ -181,9 +180,11 @@ def _results(ids, lengths, scores, options, eos: int, prefix=None) -> list:
     (``ids.shape[1]`` = max_length - 1) without an end token of its own (an end token of its
     ``target_prefix`` does not end it; a prefix as long as max_length gives its last token instead)."""
     batch, width = ids.shape
-    plen = prefixes.lengths(prefix, batch)
+    plen = None if prefix is None else prefixes.lengths(prefix, batch)
     if options.forced_eos_id is not None:
-        cut = np.ones(batch, bool) if width == 0 else (lengths == width) & ((ids[:, width - 1] != eos) | (plen >= width))
+        cut = np.ones(batch, bool) if width == 0 else (lengths == width) & (ids[:, width - 1] != eos)
+        if plen is not None and width:  # an end token of the prefix does not end the row
+            cut |= (lengths == width) & (plen >= width)
         ids = np.concatenate([ids, np.zeros((batch, 1), np.int64)], axis=1)
         ids[cut, width] = options.forced_eos_id
         if prefix is not None and prefix.shape[1] > width:
@@ -203,11 +204,11 @@ def greedy_results(ids: np.ndarray, lengths: np.ndarray, scores, eos: int, plen=
     token dropped (not one of its ``target_prefix``, ``plen[b]`` tokens); ``scores`` [B] or None."""
     rows, counts = ids.tolist(), lengths.tolist()
     sums = scores.tolist() if scores is not None else None
-    kept = [0] * len(rows) if plen is None else plen.tolist()
+    kept = None if plen is None else plen.tolist()
     results = []
     for b, (row, n) in enumerate(zip(rows, counts)):
         del row[n:]
-        if len(row) > kept[b] and row[-1] == eos:
+        if len(row) > (0 if kept is None else kept[b]) and row[-1] == eos:
             row.pop()
         results.append(GenerationResult([row], [sums[b]] if sums is not None else None, None))
     return results
