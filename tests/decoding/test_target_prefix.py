@@ -56,7 +56,7 @@ def bart(tmp_path_factory):
     return hf, seqjit.from_hf(path)
 
 
-def _hf_reference(hf, model, sources, prefixes, beam):
+def _hf_reference(hf, model, sources, prefixes, beam, **rules):
     """Per source, transformers' (ids after the start token up to the first end token after the
     prefix, that token dropped; score of the generated tokens), one source per call."""
     out_rows = []
@@ -66,7 +66,7 @@ def _hf_reference(hf, model, sources, prefixes, beam):
             out = hf.generate(input_ids=torch.tensor([src]), decoder_input_ids=torch.tensor([prompt]),
                               bad_words_ids=[[model.pad_id]], do_sample=False, num_beams=beam,
                               max_length=MAX_LENGTH + 1, return_dict_in_generate=True, output_scores=True,
-                              **({"length_penalty": 0.0} if beam > 1 else {}))
+                              **({"length_penalty": 0.0} if beam > 1 else {}), **rules)
         seq = out.sequences[0, 1:].tolist()
         p = len(prefix or [])
         cut = next((k for k in range(p, len(seq)) if seq[k] == model.eos_id), None)
@@ -85,17 +85,20 @@ def _check(got, want):
         assert res.scores[0] == pytest.approx(score, abs=1e-4), f"source {i}"
 
 
+@pytest.mark.parametrize("rules", [{}, {"begin_suppress_tokens": [54, 75, 38, 64]}])
 @pytest.mark.parametrize("beam", [1, 4])
 @pytest.mark.parametrize("family", ["marian", "bart"])
-def test_equals_transformers_with_decoder_input_ids(marian, bart, family, beam):
+def test_equals_transformers_with_decoder_input_ids(marian, bart, family, beam, rules):
+    """``begin_suppress_tokens`` apply at the first step after the prefix, as transformers' begin
+    index is the prompt's length."""
     hf, model = (marian[0], marian[1]) if family == "marian" else bart
     sources = _sources(len(PREFIXES), seed=beam, vocab=model.source_vocab_size - 1)
-    want = _hf_reference(hf, model, sources, PREFIXES, beam)
+    want = _hf_reference(hf, model, sources, PREFIXES, beam, **rules)
     print(f"\n{family} beam {beam}: lengths {[len(ids) for ids, _ in want]}")
     assert any(len(ids) < MAX_LENGTH for ids, _ in want)  # some hypotheses end before max_length
     for max_batch_size in (64, 2):  # sorted by length and cut into batches: the prefixes move with their sources
         got = model.generate(sources, target_prefix=PREFIXES, beam_size=beam, max_length=MAX_LENGTH,
-                             length_penalty=0.0, return_scores=True, max_batch_size=max_batch_size)
+                             length_penalty=0.0, return_scores=True, max_batch_size=max_batch_size, **rules)
         _check(got, want)
 
 

@@ -5,7 +5,8 @@
 repetition penalty, no-repeat n-grams, minimum length, suppressed tokens (the static ban; the
 first step's ``begin_suppress_tokens``; ``bad_words_ids`` sequences after their prefix), then the forced tokens
 (``ForcedBOSTokenLogitsProcessor``, ``ForcedEOSTokenLogitsProcessor``: every other token -inf, the forced
-one 0, so it is chosen whatever the model says and adds nothing to the score).
+one 0, so it is chosen whatever the model says and adds nothing to the score), and last a row's
+``target_prefix`` token the same way (:mod:`seqjit.decoding.prefix`).
 """
 from __future__ import annotations
 
