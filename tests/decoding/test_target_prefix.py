@@ -254,3 +254,13 @@ def test_a_prefix_longer_than_the_lowered_max_length_is_refused(marian):
     _, model, _ = marian
     with pytest.raises(ValueError, match=r"target_prefix\[0\] has 200 tokens, more than max_length 128"):
         model.generate([[5, EOS]], target_prefix=[[3] * 200])
+
+
+def test_transformers_names_point_to_the_options(marian):
+    from seqjit.errors import UnknownOptionError
+
+    _, model, _ = marian
+    with pytest.raises(UnknownOptionError, match=r"'decoder_input_ids' \(did you mean target_prefix"):
+        model.generate([[5, EOS]], decoder_input_ids=[[PAD, 7]])
+    with pytest.raises(UnknownOptionError, match=r"'eos_token_id' \(did you mean end_token"):
+        model.generate([[5, EOS]], eos_token_id=[0, 7])
