@@ -156,3 +156,18 @@ def test_the_source_ids_are_checked_once_per_call(pairs, monkeypatch, options):
     _, gpu = pairs["transformer"]
     gpu.generate(SOURCES, max_length=4, **options)
     assert sorted(calls) == ["check_vocab", "pad_sources"], calls
+
+
+@pytest.mark.parametrize("options", [dict(), dict(beam_size=2)])
+def test_a_target_prefix_runs_the_host_loops_on_the_device_model(pairs, options):
+    """The device loops decline a target_prefix (the CPU loops on the device model decode it): the
+    CPU path's ids and scores, the prefixes moving with their sources (sorted by length)."""
+    cpu, gpu = pairs["transformer"]
+    prefixes = [[5, 6], None, [7], []]
+    options = dict(max_length=5, return_scores=True, target_prefix=prefixes, **options)
+    want, got = cpu.generate(SOURCES, **options), gpu.generate(SOURCES, max_batch_size=2, **options)
+    assert _ids(got) == _ids(want)
+    assert all(r.ids[0][:len(p or [])] == list(p or []) for r, p in zip(got, prefixes))
+    np.testing.assert_allclose([r.scores for r in got], [r.scores for r in want], atol=1e-4)
+    with pytest.raises(ValueError, match="return_alternatives is not supported on a device"):
+        gpu.generate(SOURCES, return_alternatives=True, num_hypotheses=2)
