@@ -159,7 +159,7 @@ def _runner_decode(model, batch: SourceBatch, opts) -> list | None:
     if pool is None:
         with _pools_lock:
             pool = model.__dict__.setdefault("_greedy_runners", RunnerPool())
-    results = pool.decode(model, batch.ids, batch.lengths, opts, opts.banned)
+    results = pool.decode(model, batch.ids, batch.lengths, opts, opts.banned, batch.prefix)
     if results is not None and not opts.return_scores:
         for res in results:
             res.scores = None

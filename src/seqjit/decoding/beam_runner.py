@@ -29,14 +29,16 @@ class BeamRunner(GreedyRunner):
         self.search = None  # the BeamSearch buffers, made at the first decode, restarted at each
         self.nbytes += 4 * batch * self.beams * max_length * 8  # its token histories
 
-    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
+    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray, prefix=None) -> list:
         """Beam-search results for ``ids`` [batch, width] (int64) with ``lengths``; ``banned`` the
-        pool's (the model's) never-generated tokens, the same at every call."""
+        pool's (the model's) never-generated tokens, the same at every call; ``prefix``: each source's
+        ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`), or None."""
         self.start(ids, lengths)
         if self.search is None:
             self.search = BeamSearch(self.eos, self.start_id, options, banned, ids.shape[0])
         else:
             self.search.restart(options)
+        self.search.prefix = None if prefix is None else np.ascontiguousarray(prefix[:, :self.max_length])
         self.search.run(self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, self.moving,
                         self.layout, self.scratch, self.sources, 0)
         return self.search.results()

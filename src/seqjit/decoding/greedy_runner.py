@@ -23,6 +23,7 @@ from seqjit.kernels._threads import get_num_threads
 from seqjit.kernels.sampling import philox
 from seqjit.models.contract import LOGITS, NEXT, PREV_TOKENS, SRC_IDS, SRC_LENGTHS, STEP
 
+from . import prefix as prefixes
 from .native_greedy import greedy_results, sampling_args
 
 class GreedyRunner:
@@ -100,9 +101,10 @@ class GreedyRunner:
         self.step_bound.fill(0)
         return threads
 
-    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray) -> list:
+    def decode(self, ids: np.ndarray, lengths: np.ndarray, options, banned: np.ndarray, prefix=None) -> list:
         """Results for ``ids`` [batch, width] (int64) with ``lengths``, the caller's whole batch in its
-        order; ``options`` greedy or sampling with a seed (the ``runner`` path of :func:`seqjit.decoding.strategy.choose`)."""
+        order; ``options`` greedy or sampling with a seed (the ``runner`` path of :func:`seqjit.decoding.strategy.choose`);
+        ``prefix``: each row's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`), or None."""
         threads = self.start(ids, lengths)
         batch, steps = self.ids.shape[0], self.max_length
         out = np.zeros((batch, steps), np.int64)
@@ -110,12 +112,14 @@ class GreedyRunner:
         scores = np.zeros(batch if options.return_scores else 0, np.float64)
         args = (self.program, self.copy_back, self.logits, self.prev_bound, self.step_bound, out, out_lengths,
                 scores, banned, self.eos, int(options.min_length), 0, threads, 0)
+        forced = None if prefix is None else np.ascontiguousarray(prefix[:, :steps])
         if options.sampling:
             seed = philox.fresh_seed() if options.seed is None else options.seed
-            _native_vm.sample(*args, np.arange(batch, dtype=np.int64), seed, *sampling_args(options))
+            _native_vm.sample(*args, np.arange(batch, dtype=np.int64), seed, *sampling_args(options), forced)
         else:
-            _native_vm.greedy(*args)
-        return greedy_results(out, out_lengths, scores if options.return_scores else None, self.eos)
+            _native_vm.greedy(*args, forced)
+        return greedy_results(out, out_lengths, scores if options.return_scores else None, self.eos,
+                              None if prefix is None else prefixes.lengths(prefix, batch))
 
     def close(self) -> None:
         """Give the plans back to their executors."""

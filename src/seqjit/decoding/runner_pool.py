@@ -24,8 +24,6 @@ def supports(request, native: str | None) -> str | None:
     model, options, rows = request.model, request.options, request.rows
     if request.stream:
         return "a stream (one native step per call: the native stream)"
-    if options.prefixed:
-        return "a target_prefix (the runner forces none: the native decode does)"
     if rows > request.max_batch_size:
         return f"{rows} sources in batches of {request.max_batch_size}: one native decode per batch"
     if rows * options.beam_size >= COMPACT_MIN_ROWS:
@@ -54,11 +52,12 @@ class RunnerPool:
         self._idle_bytes = 0
         self._lock = threading.Lock()
 
-    def decode(self, model, ids, lengths, options, banned: np.ndarray) -> list | None:
+    def decode(self, model, ids, lengths, options, banned: np.ndarray, prefix=None) -> list | None:
         """Results of ``generate`` for a batch (the ``runner`` path of
         :func:`seqjit.decoding.strategy.choose`: fewer than ``COMPACT_MIN_ROWS`` rows, sources x beams)
         decoded greedily, by sampling or by beam search, ``banned`` (sorted int64) never generated;
-        None when the model's plans have no native form (the caller decodes otherwise)."""
+        None when the model's plans have no native form (the caller decodes otherwise); ``prefix``:
+        each row's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`), or None."""
         key = (ids.shape, options.max_length, options.beam_size, model.executor("encoder"),
                model.executor("decoder_step"))
         with self._lock:
@@ -79,7 +78,7 @@ class RunnerPool:
                     self._idle[key] = None
                 return None
         try:
-            return runner.decode(ids, lengths, options, banned)
+            return runner.decode(ids, lengths, options, banned, prefix)
         finally:
             self._give_back(key, runner)
 
