@@ -87,3 +87,33 @@ def test_alternatives_refuse_a_callback_and_a_stream(marian):  # noqa: F811
         next(model.generate_stream([5, EOS], return_alternatives=True))
     with pytest.raises(ValueError, match="return_alternatives must be True or False"):
         model.generate([[5, EOS]], return_alternatives="yes")
+
+
+@pytest.mark.parametrize("least", [0.05, 0.1])
+def test_min_alternative_expansion_prob_equals_ctranslate2(plain_marian, least):  # noqa: F811
+    """Alternatives less likely than the bar are dropped, as CTranslate2 drops them (fewer hypotheses).
+    Bars that leave every source one: CTranslate2 4.8 dies of a floating-point exception when a
+    source keeps none (seqjit returns no hypothesis for it: the next test)."""
+    _, model, path = plain_marian
+    prefixes = [None, [30], [], [60]] * 2
+    sources = _sources(len(prefixes), seed=13)
+    theirs = _translator(path).translate_batch(
+        [[_name(i) for i in s] for s in sources],
+        target_prefix=[None if not p else [_name(i) for i in p] for p in prefixes], beam_size=1, num_hypotheses=4,
+        return_alternatives=True, min_alternative_expansion_prob=least, max_decoding_length=MAX_LENGTH,
+        min_decoding_length=0, length_penalty=0.0, return_scores=True)
+    ours = model.generate(sources, target_prefix=prefixes, num_hypotheses=4, return_alternatives=True,
+                          min_alternative_expansion_prob=least, max_length=MAX_LENGTH, return_scores=True)
+    assert any(len(r.ids) < 4 for r in ours)  # the bar dropped some
+    for i, (res, ref) in enumerate(zip(ours, theirs)):
+        assert [[_name(t) for t in ids] for ids in res.ids] == ref.hypotheses, f"source {i}"
+        assert res.scores == pytest.approx(ref.scores, abs=1e-4), f"source {i}"
+
+
+def test_a_source_whose_alternatives_are_all_dropped_has_none(plain_marian):  # noqa: F811
+    _, model, _ = plain_marian
+    got = model.generate(_sources(4, seed=13), num_hypotheses=4, return_alternatives=True,
+                         min_alternative_expansion_prob=0.3, max_length=MAX_LENGTH, return_scores=True)
+    assert any(r.ids == [] and r.scores == [] for r in got)
+    with pytest.raises(ValueError, match=r"min_alternative_expansion_prob must be in \[0, 1\]"):
+        model.generate([[5, EOS]], return_alternatives=True, min_alternative_expansion_prob=1.5)

@@ -25,7 +25,7 @@ VALID = dict(max_length=st.integers(1, 12), min_length=st.integers(0, 4), beam_s
              suppress_pad_token=st.booleans(),
              end_token=st.one_of(st.integers(0, 10), st.lists(st.integers(0, 10), min_size=1, max_size=3)),
              return_end_token=st.booleans(), max_input_length=st.integers(0, 6), truncate_input=st.booleans(),
-             return_alternatives=st.booleans(),
+             return_alternatives=st.booleans(), min_alternative_expansion_prob=st.floats(0, 1),
              target_prefix=st.lists(st.one_of(st.none(), st.lists(st.integers(0, 10), max_size=3)), min_size=1,
                                     max_size=3))
 
@@ -72,7 +72,8 @@ def test_bad_options_and_sources_give_a_clear_error_or_a_correct_result(model, o
     assert len(results) == len(sources)
     vocab = model.target_vocab_size
     for r in results:
-        assert 1 <= len(r.ids) <= max(opts.num_hypotheses, 1)
+        dropped = opts.return_alternatives and opts.min_alternative_expansion_prob > 0  # may drop them all
+        assert (0 if dropped else 1) <= len(r.ids) <= max(opts.num_hypotheses, 1)
         for ids in r.ids:
             assert len(ids) <= opts.max_length
             assert all(0 <= t < vocab for t in ids)

@@ -5,7 +5,8 @@ next here").
 
 As CTranslate2 4.8 decodes (``decode_alternatives``): the prefix is forced; at the first free
 position the end tokens are banned, the other processors apply, and the ``num_hypotheses`` best
-tokens of the log-softmax of those scores are the alternatives (best first, ties to the lower id);
+tokens of the log-softmax of those scores are the alternatives (best first, ties to the lower id;
+those less likely than ``min_alternative_expansion_prob`` dropped);
 each alternative is then decoded on as ``prefix + [token]`` by the call's search (greedy, sampling
 or beam, one hypothesis each). A hypothesis's score is its alternative's log-probability plus the
 score of its continuation (the prefix and the alternative left out of the latter, its length
@@ -39,6 +40,7 @@ class Expansion(TokenChooser):
     def __init__(self, model, batch: int, options, suppressed, prefix, n: int):
         super().__init__(model, batch, options, suppressed, True, None, prefix)
         self.pick, self.n = Argmax(), n  # forced steps only: the pick is never a free token
+        self.least = float(options.min_alternative_expansion_prob)
         self.found: list = [None] * batch
 
     def choose(self, scores, t, attention):
@@ -51,7 +53,9 @@ class Expansion(TokenChooser):
             order = np.argsort(-logp, axis=-1, kind="stable")[:, :self.n]
             for i, (r, best) in enumerate(zip(first.tolist(), order)):
                 keep = best[np.isfinite(logp[i, best])]
-                if not keep.size:  # only an end token could follow
+                if self.least > 0:  # best first: the ones above the bar
+                    keep = keep[np.exp(logp[i, keep].astype(np.float64)) >= self.least]
+                if not keep.size and not self.least:  # only an end token could follow
                     raise NothingGenerable(f"decoding step {t}: row {int(self.alive[r])} has no alternative but the "
                                            "end token (return_alternatives bans it at the first free position)")
                 self.found[int(self.alive[r])] = (keep.tolist(), logp[i, keep].astype(np.float64).tolist())

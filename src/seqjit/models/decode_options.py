@@ -96,6 +96,9 @@ class DecodingOptions:
         "the num_hypotheses best tokens at the first position after the target_prefix (none: the first "
         "position), each continued by the search (CTranslate2's return_alternatives); num_hypotheses may "
         "exceed beam_size")
+    min_alternative_expansion_prob: float = option(0.0,
+        "with return_alternatives: an alternative whose probability at the first free position is below "
+        "this is dropped (CTranslate2's min_alternative_expansion_prob); in [0, 1]")
     return_end_token: bool = option(False,
         "keep the end token at the end of each hypothesis that has one (CTranslate2's return_end_token)")
     max_input_length: int = option(0,
@@ -184,6 +187,8 @@ class DecodingOptions:
                 raise ValueError(f"length_penalty must lie in [{low:.3g}, {high:.3g}] with max_length {self.max_length} "
                                  "(beam scores sum(log p) / length ** length_penalty must stay finite in float32 and "
                                  f"above the beam search's -1e9 floor), got {self.length_penalty!r}")
+        if not 0 <= finite("min_alternative_expansion_prob") <= 1:
+            raise ValueError(f"min_alternative_expansion_prob must be in [0, 1], got {self.min_alternative_expansion_prob!r}")
         if not 0 < finite("sampling_topp") <= 1:
             raise ValueError(f"sampling_topp must be in (0, 1], got {self.sampling_topp!r}")
         if self.seed is not None and (not isinstance(self.seed, int) or isinstance(self.seed, bool)
