@@ -68,6 +68,10 @@ def main(argv=None) -> int:
     old = Path(args.old).resolve() if args.old else None
     if old is not None and not (old / "src" / "seqjit" / "__init__.py").exists():
         raise SystemExit(f"--old {args.old}: no src/seqjit/__init__.py there (a seqjit checkout, built in place)")
+    notes = []
+    if old is not None and args.isa and not (old / "kernels" / "_isa.py").exists():
+        notes.append(f"- the old checkout predates SEQJIT_ISA: its columns ran this host's best ISA, not {args.isa}")
+        print("== " + notes[-1][2:], flush=True)
     ort_python = export_onnx.export_python(args.ort_python)
     info = host.cpu()
     command = "python -m benchmarks.harness " + shlex.join(argv)
@@ -99,7 +103,7 @@ def main(argv=None) -> int:
         results.append(dict(workload=asdict(w), host=host.describe(info), cpu=info, rounds=args.rounds,
                             seconds=args.seconds, threads=args.threads, isa=args.isa or os.environ.get("SEQJIT_ISA"),
                             batches=list(batches), unit=models.MODELS[w.model].unit, command=command,
-                            skipped=skipped, rows=rows))
+                            skipped=skipped, rows=rows, notes=notes))
         if w.model == "marian" and w.search == "greedy" and 1 in batches and not args.smoke:
             roof = roof or floor.roofline()
             config = json.loads((models.root(w.model) / "hf" / "config.json").read_text())

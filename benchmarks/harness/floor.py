@@ -74,7 +74,7 @@ def llc_bytes() -> int:
 def lines(config: dict, best: dict, roof: dict, batch: int = 1) -> list[str]:
     """Markdown lines: per engine at ``batch`` (``best``: (engine, batch) -> {"rate", "threads"} of
     table.best), the bytes per step, the read rate it makes and its share of the host's at that
-    engine's thread count."""
+    engine's thread count (and of one core's, issue 35's yardstick: >= 70%)."""
     llc = llc_bytes()
     out = []
     for (engine, b), v in best.items():
@@ -82,9 +82,10 @@ def lines(config: dict, best: dict, roof: dict, batch: int = 1) -> list[str]:
         if b != batch or nbytes is None:
             continue
         rate = v["rate"] * nbytes / 1e9
-        host = roof[f"read_{min(v['threads'], 2)}t"]
+        host, one = roof[f"read_{min(v['threads'], 2)}t"], roof["read_1t"]
         out.append(f"{engine} {nbytes / 1e6:,.0f} MB per step x {v['rate']:,.1f} tok/s = {rate:.1f} GB/s, "
                    f"{100 * rate / host:.0f}% of the host's {host:.1f} GB/s at {v['threads']} thread(s)"
+                   + (f" ({100 * rate / one:.0f}% of one core's)" if v["threads"] > 1 else "")
                    + ("" if nbytes > llc else f" (the weights fit the {llc >> 20} MB last-level cache: not a memory rate)"))
     if not out:
         return []

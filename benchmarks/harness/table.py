@@ -64,6 +64,7 @@ def markdown(result: dict) -> str:
     failed = {(r["engine"], r["threads"]): r["error"] for r in rows if "error" in r}
     lines += [f"- failed: {e} at {t} thread(s): {msg}" for (e, t), msg in failed.items()]
     lines += [f"- skipped: {e}: {why}" for e, why in result["skipped"].items()]
+    lines += result.get("notes", [])
     return "\n".join(lines) + "\n"
 
 
