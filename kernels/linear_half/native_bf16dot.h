@@ -1,0 +1,180 @@
+/* bf16 arithmetic for linear_half (arith 1, bfloat16 weights only): the products as AVX512-BF16's
+   vdpbf16ps computes them, accumulated in float32.
+
+   Numbers: x rounded to bf16 (to nearest, ties to even; a float32 subnormal counts as zero, as
+   vcvtne2ps2bf16 reads it; NaN made quiet), the weights' bf16 subnormals zeroed when packed
+   (kernels/linear_half/packed.py: vdpbf16ps reads them as zero), and for each output one float32
+   chain over the K pairs in order from zero: acc += x[2i+1] * w[2i+1], then acc += x[2i] * w[2i]
+   (vdpbf16ps's definition; a product of two bf16 values is exact in float32, so each step rounds
+   once), bias added last. Odd K: the last pair's second element is zero on both sides. Every path
+   computes that chain, so a row's result depends neither on the rows beside it (M), nor on the
+   thread split, nor on the path (checked bit for bit against the hardware on Zen 4):
+   - sj_bf16_rows_native: vdpbf16ps on a CPU with AVX512-BF16 at the AVX-512 level, a tile of
+     SJ_BF_MR rows x 32 columns in registers (24 accumulators), K in chunks of SJ_BF_KC pairs so a
+     chunk of the panel stays in L1 while every row block takes it (partial sums kept in y);
+   - the portable body (native_bf16dot_body.h, per instruction set): each pair widened in registers
+     (high half: bits & 0xffff0000, low half: bits << 16), FMAs (or a multiply and an add: the
+     product being exact, the same number) in the same order.
+   One exception: vdpbf16ps flushes a subnormal partial sum to zero; the portable path keeps it
+   (a sum below 2^-126 in magnitude).
+
+   Layouts: x as uint32 pairs [M][K2] (K2 = ceil(K / 2); low half x[2i], high half x[2i+1]), made by
+   sj_bf16_round_rows into the instruction's buffer (the lowering's, one per plan) before the
+   products split over threads; W as pair panels [panels(N)][K2][32] uint32 (packed.py's pack_bf16_pairs),
+   lane j of pair row i holding W[n0 + j, 2i] | W[n0 + j, 2i + 1] << 16, zero past N and past K. */
+#ifndef SJ_NATIVE_BF16DOT_H
+#define SJ_NATIVE_BF16DOT_H
+#include "linear_half/native_half.h"
+
+/* float32 -> bf16 bits, rounded to nearest even; a subnormal (or zero) to a zero of its sign; NaN quiet */
+static inline uint16_t sj_bf16_round(float f) {
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    if ((b & 0x7f800000u) == 0)
+        return (uint16_t)((b >> 16) & 0x8000u);
+    if ((b & 0x7fffffffu) > 0x7f800000u)
+        return (uint16_t)((b >> 16) | 0x40u);
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+/* x[m, :K] (rows ldx apart) for m < M as bf16 pairs xq[m * K2 + i] */
+static void sj_bf16_round_rows(const float *x, ptrdiff_t ldx, int M, int K, uint32_t *xq) {
+    const int K2 = (K + 1) / 2;
+    for (int m = 0; m < M; m++) {
+        const float *r = x + m * ldx;
+        uint32_t *q = xq + (ptrdiff_t)m * K2;
+        for (int i = 0; i < K / 2; i++)
+            q[i] = (uint32_t)sj_bf16_round(r[2 * i]) | (uint32_t)sj_bf16_round(r[2 * i + 1]) << 16;
+        if (K & 1)
+            q[K2 - 1] = sj_bf16_round(r[K - 1]);
+    }
+}
+
+/* rows of one tile (24 accumulators, 2 weight vectors) and K pairs per chunk (32 KB of panel: the
+   chunk and a row block's x in L1 at 128) */
+#define SJ_BF_MR 12
+#ifndef SJ_BF_KC
+#define SJ_BF_KC 128
+#endif
+
+/* row blocks of at most mr rows (balanced: sizes differ by one at most) */
+#define SJ_BF_BLOCKS(M, mr) (((M) + (mr) - 1) / (mr))
+
+#define SJ_ISA_BODY "linear_half/native_bf16dot_body.h"
+#if defined(__GNUC__) && defined(__x86_64__)
+#define SJ_NAME(x) sj_##x##_base
+#include SJ_ISA_BODY
+#undef SJ_NAME
+#pragma GCC push_options
+#pragma GCC target("avx2,fma")
+#define SJ_NAME(x) sj_##x##_avx2
+#include SJ_ISA_BODY
+#undef SJ_NAME
+#pragma GCC pop_options
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx2,fma")
+#define SJ_NAME(x) sj_##x##_avx512
+#include SJ_ISA_BODY
+#undef SJ_NAME
+#pragma GCC pop_options
+
+#pragma GCC push_options
+#pragma GCC target("avx512f,avx512vl,avx512bw,avx512bf16,avx2,fma")
+/* y[r, 0:nv] (ldy apart) = (acc ? y[r, :] : 0) + the chain over kc pairs of xq[r * ldq + i] and the
+   panel rows w[i * 32 ..] (+ bias[0:nv] when bias), r < mr: inlined with a constant mr */
+static inline __attribute__((always_inline)) void sj_bf_tile(const int mr, const uint32_t *xq, ptrdiff_t ldq,
+                                                             const uint32_t *w, int kc, float *y, ptrdiff_t ldy,
+                                                             int acc, const float *bias, int nv) {
+    const __mmask16 m0 = nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1);
+    const __mmask16 m1 = nv >= 32 ? 0xffff : nv > 16 ? (__mmask16)((1u << (nv - 16)) - 1) : 0;
+    __m512 c0[SJ_BF_MR], c1[SJ_BF_MR];
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; r++) {
+        c0[r] = acc ? _mm512_maskz_loadu_ps(m0, y + r * ldy) : _mm512_setzero_ps();
+        c1[r] = acc ? _mm512_maskz_loadu_ps(m1, y + r * ldy + 16) : _mm512_setzero_ps();
+    }
+    for (int i = 0; i < kc; i++, w += 32) {
+        const __m512i b0 = _mm512_load_si512((const void *)w), b1 = _mm512_load_si512((const void *)(w + 16));
+#pragma GCC unroll 16
+        for (int r = 0; r < mr; r++) {
+            const __m512i a = _mm512_set1_epi32((int)xq[r * ldq + i]);
+            c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)a, (__m512bh)b0);
+            c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)a, (__m512bh)b1);
+        }
+    }
+    const __m512 bb0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps();
+    const __m512 bb1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+#pragma GCC unroll 16
+    for (int r = 0; r < mr; r++) {
+        _mm512_mask_storeu_ps(y + r * ldy, m0, bias ? _mm512_add_ps(c0[r], bb0) : c0[r]);
+        _mm512_mask_storeu_ps(y + r * ldy + 16, m1, bias ? _mm512_add_ps(c1[r], bb1) : c1[r]);
+    }
+}
+
+static void sj_bf_tile_rows(int mr, const uint32_t *xq, ptrdiff_t ldq, const uint32_t *w, int kc, float *y,
+                            ptrdiff_t ldy, int acc, const float *bias, int nv) {
+#define SJ_BF_CASE(R) case R: sj_bf_tile(R, xq, ldq, w, kc, y, ldy, acc, bias, nv); return;
+    switch (mr) {
+        SJ_BF_CASE(1) SJ_BF_CASE(2) SJ_BF_CASE(3) SJ_BF_CASE(4) SJ_BF_CASE(5) SJ_BF_CASE(6)
+        SJ_BF_CASE(7) SJ_BF_CASE(8) SJ_BF_CASE(9) SJ_BF_CASE(10) SJ_BF_CASE(11) SJ_BF_CASE(12)
+    }
+#undef SJ_BF_CASE
+}
+
+/* y[m, n] for m < M and the columns of pair panels [p0, p1) (see the top of this file) */
+static void sj_bf16_rows_native(const uint32_t *xq, int M, int K2, const uint32_t *wp, int N, const float *bias,
+                                float *y, ptrdiff_t ldy, int p0, int p1) {
+    const int nb = SJ_BF_BLOCKS(M, SJ_BF_MR), base = M / (nb ? nb : 1), extra = M % (nb ? nb : 1);
+    for (int p = p0; p < p1; p++) {
+        const int n = p * SJ_PANEL, nv = N - n < SJ_PANEL ? N - n : SJ_PANEL;
+        const uint32_t *panel = wp + (ptrdiff_t)p * K2 * SJ_PANEL;
+        for (int k0 = 0; k0 < K2 || k0 == 0; k0 += SJ_BF_KC) {
+            const int kc = K2 - k0 < SJ_BF_KC ? K2 - k0 : SJ_BF_KC, last = k0 + kc >= K2;
+            for (int b = 0, m = 0; b < nb; m += base + (b < extra), b++)
+                sj_bf_tile_rows(base + (b < extra), xq + (ptrdiff_t)m * K2 + k0, K2, panel + (ptrdiff_t)k0 * SJ_PANEL,
+                                kc, y + m * ldy + n, ldy, k0 > 0, last && bias ? bias + n : NULL, nv);
+            if (K2 == 0)
+                break;
+        }
+    }
+}
+#pragma GCC pop_options
+#else
+#define SJ_NAME(x) sj_##x##_base
+#include SJ_ISA_BODY
+#undef SJ_NAME
+#endif
+#undef SJ_ISA_BODY
+
+/* set by _native_vm.bf16_native(False): the portable path even where vdpbf16ps runs (for tests) */
+static int sj_bf16_native_off = 0;
+
+/* 3 vdpbf16ps (AVX512-BF16 at the AVX-512 level), else the portable body at the half kernels' level
+   (2 AVX-512, 1 AVX2, 0 baseline) */
+static inline int sj_bf16_pick(void) {
+    const int isa = sj_half_pick();
+#if defined(__GNUC__) && defined(__x86_64__)
+    if (isa == 2 && !sj_bf16_native_off && __builtin_cpu_supports("avx512bf16"))
+        return 3;
+#endif
+    return isa;
+}
+
+static void sj_bf16_rows(const uint32_t *xq, int M, int K2, const uint32_t *wp, int N, const float *bias, float *y,
+                         ptrdiff_t ldy, int p0, int p1) {
+    if (M <= 0 || p0 >= p1)
+        return;
+#if defined(__GNUC__) && defined(__x86_64__)
+    const int isa = sj_bf16_pick();
+    if (isa == 3)
+        sj_bf16_rows_native(xq, M, K2, wp, N, bias, y, ldy, p0, p1);
+    else if (isa == 2)
+        sj_bf16_rows_avx512(xq, M, K2, wp, N, bias, y, ldy, p0, p1);
+    else if (isa == 1)
+        sj_bf16_rows_avx2(xq, M, K2, wp, N, bias, y, ldy, p0, p1);
+    else
+#endif
+        sj_bf16_rows_base(xq, M, K2, wp, N, bias, y, ldy, p0, p1);
+}
+
+#endif
