@@ -18,8 +18,8 @@
    One exception: vdpbf16ps flushes a subnormal partial sum to zero; the portable path keeps it
    (a sum below 2^-126 in magnitude).
 
-   Layouts: x as uint32 pairs [M][K2] (K2 = ceil(K / 2); low half x[2i], high half x[2i+1]), made by
-   sj_bf16_round_rows into the instruction's buffer (the lowering's, one per plan) before the
+   Layouts: x as uint32 pairs (K2 = ceil(K / 2) a row; low half x[2i], high half x[2i+1]) in row
+   blocks of at most SJ_BF_MR rows, pair-major in each (sj_bf16_round_rows), made into the instruction's buffer (the lowering's, one per plan) before the
    products split over threads; W as pair panels [panels(N)][K2][32] uint32 (packed.py's pack_bf16_pairs),
    lane j of pair row i holding W[n0 + j, 2i] | W[n0 + j, 2i + 1] << 16, zero past N and past K. */
 #ifndef SJ_NATIVE_BF16DOT_H
@@ -37,28 +37,38 @@ static inline uint16_t sj_bf16_round(float f) {
     return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-/* x[m, :K] (rows ldx apart) for m < M as bf16 pairs xq[m * K2 + i] */
-static void sj_bf16_round_rows(const float *x, ptrdiff_t ldx, int M, int K, uint32_t *xq) {
-    const int K2 = (K + 1) / 2;
-    for (int m = 0; m < M; m++) {
-        const float *r = x + m * ldx;
-        uint32_t *q = xq + (ptrdiff_t)m * K2;
-        for (int i = 0; i < K / 2; i++)
-            q[i] = (uint32_t)sj_bf16_round(r[2 * i]) | (uint32_t)sj_bf16_round(r[2 * i + 1]) << 16;
-        if (K & 1)
-            q[K2 - 1] = sj_bf16_round(r[K - 1]);
-    }
-}
-
 /* rows of one tile (24 accumulators, 2 weight vectors) and K pairs per chunk (32 KB of panel: the
    chunk and a row block's x in L1 at 128) */
 #define SJ_BF_MR 12
 #ifndef SJ_BF_KC
 #define SJ_BF_KC 128
 #endif
+/* x's row blocks: ceil(M / SJ_BF_MR) blocks of balanced sizes (the first M % blocks one row more);
+   block b's first row */
+static inline int sj_bf_nblocks(int M) { return (M + SJ_BF_MR - 1) / SJ_BF_MR; }
+static inline int sj_bf_block_row(int M, int b) {
+    const int nb = sj_bf_nblocks(M), base = M / nb, extra = M % nb;
+    return b * base + (b < extra ? b : extra);
+}
 
-/* row blocks of at most mr rows (balanced: sizes differ by one at most) */
-#define SJ_BF_BLOCKS(M, mr) (((M) + (mr) - 1) / (mr))
+/* x[m, :K] (rows ldx apart) for m < M as bf16 pairs, row block by row block, each block pair-major:
+   row m (the r-th of block b: first row m0, mr rows) pair i at xq[m0 * K2 + i * mr + r], so a tile
+   reads its x in one stream (rows of x ldx apart would alias in L1 at K 2048) */
+static void sj_bf16_round_rows(const float *x, ptrdiff_t ldx, int M, int K, uint32_t *xq) {
+    const int K2 = (K + 1) / 2, nb = M > 0 ? sj_bf_nblocks(M) : 0;
+    for (int b = 0; b < nb; b++) {
+        const int m0 = sj_bf_block_row(M, b), mr = sj_bf_block_row(M, b + 1) - m0;
+        uint32_t *q = xq + (ptrdiff_t)m0 * K2;
+        for (int r = 0; r < mr; r++) {
+            const float *row = x + (m0 + r) * ldx;
+            for (int i = 0; i < K / 2; i++)
+                q[i * mr + r] = (uint32_t)sj_bf16_round(row[2 * i]) | (uint32_t)sj_bf16_round(row[2 * i + 1]) << 16;
+            if (K & 1)
+                q[(K2 - 1) * mr + r] = sj_bf16_round(row[K - 1]);
+        }
+    }
+}
+
 
 #define SJ_ISA_BODY "linear_half/native_bf16dot_body.h"
 #if defined(__GNUC__) && defined(__x86_64__)
@@ -80,9 +90,9 @@ static void sj_bf16_round_rows(const float *x, ptrdiff_t ldx, int M, int K, uint
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512bf16,avx2,fma")
-/* y[r, 0:nv] (ldy apart) = (acc ? y[r, :] : 0) + the chain over kc pairs of xq[r * ldq + i] and the
+/* y[r, 0:nv] (ldy apart) = (acc ? y[r, :] : 0) + the chain over kc pairs of xq[i * mr + r] and the
    panel rows w[i * 32 ..] (+ bias[0:nv] when bias), r < mr: inlined with a constant mr */
-static inline __attribute__((always_inline)) void sj_bf_tile(const int mr, const uint32_t *xq, ptrdiff_t ldq,
+static inline __attribute__((always_inline)) void sj_bf_tile(const int mr, const uint32_t *xq,
                                                              const uint32_t *w, int kc, float *y, ptrdiff_t ldy,
                                                              int acc, const float *bias, int nv) {
     const __mmask16 m0 = nv >= 16 ? 0xffff : (__mmask16)((1u << nv) - 1);
@@ -93,11 +103,11 @@ static inline __attribute__((always_inline)) void sj_bf_tile(const int mr, const
         c0[r] = acc ? _mm512_maskz_loadu_ps(m0, y + r * ldy) : _mm512_setzero_ps();
         c1[r] = acc ? _mm512_maskz_loadu_ps(m1, y + r * ldy + 16) : _mm512_setzero_ps();
     }
-    for (int i = 0; i < kc; i++, w += 32) {
+    for (int i = 0; i < kc; i++, w += 32, xq += mr) {
         const __m512i b0 = _mm512_load_si512((const void *)w), b1 = _mm512_load_si512((const void *)(w + 16));
 #pragma GCC unroll 16
         for (int r = 0; r < mr; r++) {
-            const __m512i a = _mm512_set1_epi32((int)xq[r * ldq + i]);
+            const __m512i a = _mm512_set1_epi32((int)xq[r]);
             c0[r] = _mm512_dpbf16_ps(c0[r], (__m512bh)a, (__m512bh)b0);
             c1[r] = _mm512_dpbf16_ps(c1[r], (__m512bh)a, (__m512bh)b1);
         }
@@ -111,9 +121,9 @@ static inline __attribute__((always_inline)) void sj_bf_tile(const int mr, const
     }
 }
 
-static void sj_bf_tile_rows(int mr, const uint32_t *xq, ptrdiff_t ldq, const uint32_t *w, int kc, float *y,
-                            ptrdiff_t ldy, int acc, const float *bias, int nv) {
-#define SJ_BF_CASE(R) case R: sj_bf_tile(R, xq, ldq, w, kc, y, ldy, acc, bias, nv); return;
+static void sj_bf_tile_rows(int mr, const uint32_t *xq, const uint32_t *w, int kc, float *y, ptrdiff_t ldy, int acc,
+                            const float *bias, int nv) {
+#define SJ_BF_CASE(R) case R: sj_bf_tile(R, xq, w, kc, y, ldy, acc, bias, nv); return;
     switch (mr) {
         SJ_BF_CASE(1) SJ_BF_CASE(2) SJ_BF_CASE(3) SJ_BF_CASE(4) SJ_BF_CASE(5) SJ_BF_CASE(6)
         SJ_BF_CASE(7) SJ_BF_CASE(8) SJ_BF_CASE(9) SJ_BF_CASE(10) SJ_BF_CASE(11) SJ_BF_CASE(12)
@@ -124,15 +134,17 @@ static void sj_bf_tile_rows(int mr, const uint32_t *xq, ptrdiff_t ldq, const uin
 /* y[m, n] for m < M and the columns of pair panels [p0, p1) (see the top of this file) */
 static void sj_bf16_rows_native(const uint32_t *xq, int M, int K2, const uint32_t *wp, int N, const float *bias,
                                 float *y, ptrdiff_t ldy, int p0, int p1) {
-    const int nb = SJ_BF_BLOCKS(M, SJ_BF_MR), base = M / (nb ? nb : 1), extra = M % (nb ? nb : 1);
+    const int nb = sj_bf_nblocks(M);
     for (int p = p0; p < p1; p++) {
         const int n = p * SJ_PANEL, nv = N - n < SJ_PANEL ? N - n : SJ_PANEL;
         const uint32_t *panel = wp + (ptrdiff_t)p * K2 * SJ_PANEL;
         for (int k0 = 0; k0 < K2 || k0 == 0; k0 += SJ_BF_KC) {
             const int kc = K2 - k0 < SJ_BF_KC ? K2 - k0 : SJ_BF_KC, last = k0 + kc >= K2;
-            for (int b = 0, m = 0; b < nb; m += base + (b < extra), b++)
-                sj_bf_tile_rows(base + (b < extra), xq + (ptrdiff_t)m * K2 + k0, K2, panel + (ptrdiff_t)k0 * SJ_PANEL,
-                                kc, y + m * ldy + n, ldy, k0 > 0, last && bias ? bias + n : NULL, nv);
+            for (int b = 0; b < nb; b++) {
+                const int m = sj_bf_block_row(M, b), mr = sj_bf_block_row(M, b + 1) - m;
+                sj_bf_tile_rows(mr, xq + (ptrdiff_t)m * K2 + (ptrdiff_t)k0 * mr, panel + (ptrdiff_t)k0 * SJ_PANEL, kc,
+                                y + m * ldy + n, ldy, k0 > 0, last && bias ? bias + n : NULL, nv);
+            }
             if (K2 == 0)
                 break;
         }

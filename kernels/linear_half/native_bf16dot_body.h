@@ -23,7 +23,8 @@ static inline __attribute__((always_inline)) float SJ_NAME(bf_bits)(uint32_t b) 
     return f;
 }
 
-/* y[r, 0:nv] = the chain over K2 pairs of xq[r * ldq + i] and the pair panel (+ bias), r < mr */
+/* y[r, 0:nv] = the chain over K2 pairs of xq[i * ldq + r] (ldq: the rows of x's block) and the
+   pair panel (+ bias), r < mr */
 static inline __attribute__((always_inline)) void SJ_NAME(bf_tile)(const int mr, const uint32_t *xq, ptrdiff_t ldq,
                                                                    const uint32_t *w, int K2, float *y, ptrdiff_t ldy,
                                                                    const float *bias, int nv) {
@@ -36,13 +37,13 @@ static inline __attribute__((always_inline)) void SJ_NAME(bf_tile)(const int mr,
         for (int v = 0; v < NV; v++)
             b[v] = (SJ_NAME(bv))(*(const SJ_NAME(bw) *)(w + v * SJ_BNVL) & 0xffff0000u);
         for (int r = 0; r < mr; r++) {
-            const float a = SJ_NAME(bf_bits)(xq[r * ldq + i] & 0xffff0000u);
+            const float a = SJ_NAME(bf_bits)(xq[i * ldq + r] & 0xffff0000u);
             for (int v = 0; v < NV; v++) c[r][v] += a * b[v];
         }
         for (int v = 0; v < NV; v++)
             b[v] = (SJ_NAME(bv))(*(const SJ_NAME(bw) *)(w + v * SJ_BNVL) << 16);
         for (int r = 0; r < mr; r++) {
-            const float a = SJ_NAME(bf_bits)(xq[r * ldq + i] << 16);
+            const float a = SJ_NAME(bf_bits)(xq[i * ldq + r] << 16);
             for (int v = 0; v < NV; v++) c[r][v] += a * b[v];
         }
     }
@@ -53,27 +54,35 @@ static inline __attribute__((always_inline)) void SJ_NAME(bf_tile)(const int mr,
     }
 }
 
-/* y[m, n] for m < M and the columns of pair panels [p0, p1) (native_bf16dot.h) */
+/* y[m, n] for m < M and the columns of pair panels [p0, p1) (native_bf16dot.h): x's row blocks in
+   tiles of SJ_BTR rows */
 static void SJ_NAME(bf16_rows)(const uint32_t *xq, int M, int K2, const uint32_t *wp, int N, const float *bias,
                                float *y, ptrdiff_t ldy, int p0, int p1) {
+    const int nb = sj_bf_nblocks(M);
     for (int p = p0; p < p1; p++) {
         const int n = p * SJ_PANEL, nv = N - n < SJ_PANEL ? N - n : SJ_PANEL;
         const uint32_t *panel = wp + (ptrdiff_t)p * K2 * SJ_PANEL;
         const float *bn = bias ? bias + n : NULL;
-        int m = 0;
-        for (; m + SJ_BTR <= M; m += SJ_BTR)
-            SJ_NAME(bf_tile)(SJ_BTR, xq + (ptrdiff_t)m * K2, K2, panel, K2, y + m * ldy + n, ldy, bn, nv);
-        switch (M - m) { /* the last 1 .. SJ_BTR - 1 rows, a constant tile each */
+        for (int b = 0; b < nb; b++) {
+            const int m0 = sj_bf_block_row(M, b), mr = sj_bf_block_row(M, b + 1) - m0;
+            const uint32_t *xb = xq + (ptrdiff_t)m0 * K2;
+            int r = 0;
+#define SJ_BF_T(R) SJ_NAME(bf_tile)(R, xb + r, mr, panel, K2, y + (m0 + r) * ldy + n, ldy, bn, nv)
+            for (; r + SJ_BTR <= mr; r += SJ_BTR)
+                SJ_BF_T(SJ_BTR);
+            switch (mr - r) { /* the last 1 .. SJ_BTR - 1 rows, a constant tile each */
 #if SJ_BTR > 5
-        case 5: SJ_NAME(bf_tile)(5, xq + (ptrdiff_t)m * K2, K2, panel, K2, y + m * ldy + n, ldy, bn, nv); break;
-        case 4: SJ_NAME(bf_tile)(4, xq + (ptrdiff_t)m * K2, K2, panel, K2, y + m * ldy + n, ldy, bn, nv); break;
-        case 3: SJ_NAME(bf_tile)(3, xq + (ptrdiff_t)m * K2, K2, panel, K2, y + m * ldy + n, ldy, bn, nv); break;
-        case 2: SJ_NAME(bf_tile)(2, xq + (ptrdiff_t)m * K2, K2, panel, K2, y + m * ldy + n, ldy, bn, nv); break;
+            case 5: SJ_BF_T(5); break;
+            case 4: SJ_BF_T(4); break;
+            case 3: SJ_BF_T(3); break;
+            case 2: SJ_BF_T(2); break;
 #endif
 #if SJ_BTR > 1
-        case 1: SJ_NAME(bf_tile)(1, xq + (ptrdiff_t)m * K2, K2, panel, K2, y + m * ldy + n, ldy, bn, nv); break;
+            case 1: SJ_BF_T(1); break;
 #endif
-        default: break;
+            default: break;
+            }
+#undef SJ_BF_T
         }
     }
 }
