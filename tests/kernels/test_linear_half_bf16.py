@@ -154,7 +154,7 @@ def test_threads_and_team_give_the_same_bits(m, k, n, with_threads):
     np.testing.assert_array_equal(with_threads(2, lambda: native(x, w, b, "gelu")), one)
 
 
-def test_rounding_special_values():
+def test_rounding_special_values(path):
     """One-hot rows pick x's rounded value: ties to even (both directions), the largest values, inf,
     float32 subnormals read as zero (as vcvtne2ps2bf16), NaN stays NaN; bf16 subnormal weights zeroed."""
     xs = np.array([1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, 1.0 + 2 ** -8 + 2 ** -20, -(1.0 + 2 ** -8), 3.4e38, -np.inf,
@@ -162,12 +162,16 @@ def test_rounding_special_values():
     want = torch_round(xs)
     want[[7, 8]] = 0.0
     np.testing.assert_array_equal(round_bf16(xs), want)
-    w = narrow(np.eye(2, 3, dtype=np.float32), "bfloat16")  # column 0 picks x[:, 0]
-    x = np.zeros((len(xs), 3), np.float32)
-    x[:, 0] = xs
-    np.testing.assert_array_equal(native(x, w)[:, 0], want)
-    nan = native(np.array([[np.nan, 0, 0]], np.float32), w)
-    assert np.isnan(nan[0, 0])
+    w = np.zeros((2, 41), np.float32)
+    w[0, 0] = w[1, 35] = 1.0  # output 0 picks x[:, 0] (rounded 32 at a time), output 1 x[:, 35] (one by one)
+    w = narrow(w, "bfloat16")
+    for col in (0, 35):
+        x = np.zeros((len(xs), 41), np.float32)
+        x[:, col] = xs
+        np.testing.assert_array_equal(native(x, w)[:, col // 35], want)
+        x = np.zeros((1, 41), np.float32)
+        x[0, col] = np.nan
+        assert np.isnan(native(x, w)[0, col // 35])
     sub = np.array([[0x0001, 0x3F80, 0x8040]], np.uint16)  # a subnormal, 1.0, a negative subnormal
     np.testing.assert_array_equal(native(np.ones((2, 3), np.float32), sub), [[1.0], [1.0]])
 
