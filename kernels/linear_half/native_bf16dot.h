@@ -11,7 +11,7 @@
    thread split, nor on the path (checked bit for bit against the hardware on Zen 4):
    - sj_bf16_rows_native: vdpbf16ps on a CPU with AVX512-BF16 at the AVX-512 level, a tile of
      SJ_BF_MR rows x 32 columns in registers (24 accumulators), K in chunks of SJ_BF_KC pairs so a
-     chunk of the panel stays in L1 while every row block takes it (partial sums kept in y);
+     chunk of the panel stays in cache while every row block takes it (partial sums kept in y);
    - the portable body (native_bf16dot_body.h, per instruction set): each pair widened in registers
      (high half: bits & 0xffff0000, low half: bits << 16), FMAs (or a multiply and an add: the
      product being exact, the same number) in the same order.
@@ -37,11 +37,12 @@ static inline uint16_t sj_bf16_round(float f) {
     return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-/* rows of one tile (24 accumulators, 2 weight vectors) and K pairs per chunk (32 KB of panel: the
-   chunk and a row block's x in L1 at 128) */
+/* rows of one tile (24 accumulators, 2 weight vectors) and K pairs per chunk (64 KB of panel, in
+   L2: at M 320 on Zen 4, chunks of 128 and 256 pairs (in L1) were slower than 512, and no chunking
+   level with it; benchmarks/half/bf16_gemm.py) */
 #define SJ_BF_MR 12
 #ifndef SJ_BF_KC
-#define SJ_BF_KC 128
+#define SJ_BF_KC 512
 #endif
 /* x's row blocks: ceil(M / SJ_BF_MR) blocks of balanced sizes (the first M % blocks one row more);
    block b's first row */
