@@ -12,6 +12,7 @@
    - sj_bf16_rows_native: vdpbf16ps on a CPU with AVX512-BF16 at the AVX-512 level, a tile of
      SJ_BF_MR rows x 32 columns in registers (24 accumulators), K in chunks of SJ_BF_KC pairs so a
      chunk of the panel stays in cache while every row block takes it (partial sums kept in y);
+     up to 3 rows, four panels at once (sj_bf_tile4);
    - the portable body (native_bf16dot_body.h, per instruction set): each pair widened in registers
      (high half: bits & 0xffff0000, low half: bits << 16), FMAs (or a multiply and an add: the
      product being exact, the same number) in the same order.
@@ -19,9 +20,10 @@
    (a sum below 2^-126 in magnitude).
 
    Layouts: x as uint32 pairs (K2 = ceil(K / 2) a row; low half x[2i], high half x[2i+1]) in row
-   blocks of at most SJ_BF_MR rows, pair-major in each (sj_bf16_round_rows), made into the instruction's buffer (the lowering's, one per plan) before the
-   products split over threads; W as pair panels [panels(N)][K2][32] uint32 (packed.py's pack_bf16_pairs),
-   lane j of pair row i holding W[n0 + j, 2i] | W[n0 + j, 2i + 1] << 16, zero past N and past K. */
+   blocks of at most SJ_BF_MR rows, pair-major in each (sj_bf16_round_rows), made into the
+   instruction's buffer (the lowering's, one per plan) before the products split over threads; W as
+   pair panels [panels(N)][K2][32] uint32 (packed.py's pack_bf16_pairs), lane j of pair row i
+   holding W[n0 + j, 2i] | W[n0 + j, 2i + 1] << 16, zero past N and past K. */
 #ifndef SJ_NATIVE_BF16DOT_H
 #define SJ_NATIVE_BF16DOT_H
 #include "linear_half/native_half.h"
@@ -157,10 +159,51 @@ static void sj_bf16_round_rows_native(const float *x, ptrdiff_t ldx, int M, int 
     }
 }
 
+/* Up to SJ_BF_WIDE_ROWS rows: y[r, 0:128] over four whole panels at once (w: the first, the others
+   K2 * 32 apart), the chain over all K2 pairs: 8 chains a row where the 32-column tile has 2, so
+   the few rows' dependent vdpbf16ps overlap (alone, 1 x 512 x 58101 streamed its weights at 0.6x
+   the float32-arithmetic kernel's rate). The same chains, so the same numbers. */
+#define SJ_BF_WIDE_ROWS 3
+static inline __attribute__((always_inline)) void sj_bf_tile4(const int mr, const uint32_t *xq, const uint32_t *w,
+                                                              int K2, float *y, ptrdiff_t ldy, const float *bias) {
+    const ptrdiff_t ps = (ptrdiff_t)K2 * SJ_PANEL;
+    __m512 c[SJ_BF_WIDE_ROWS][8];
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < 8; v++) c[r][v] = _mm512_setzero_ps();
+    for (int i = 0; i < K2; i++, w += 32, xq += mr) {
+        __m512i b[8];
+#pragma GCC unroll 8
+        for (int v = 0; v < 8; v++) b[v] = _mm512_load_si512((const void *)(w + (v >> 1) * ps + (v & 1) * 16));
+#pragma GCC unroll 8
+        for (int r = 0; r < mr; r++) {
+            const __m512i a = _mm512_set1_epi32((int)xq[r]);
+#pragma GCC unroll 8
+            for (int v = 0; v < 8; v++) c[r][v] = _mm512_dpbf16_ps(c[r][v], (__m512bh)a, (__m512bh)b[v]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++)
+        for (int v = 0; v < 8; v++)
+            _mm512_storeu_ps(y + r * ldy + v * 16, bias ? _mm512_add_ps(c[r][v], _mm512_loadu_ps(bias + v * 16)) : c[r][v]);
+}
+
 /* y[m, n] for m < M and the columns of pair panels [p0, p1) (see the top of this file) */
 static void sj_bf16_rows_native(const uint32_t *xq, int M, int K2, const uint32_t *wp, int N, const float *bias,
                                 float *y, ptrdiff_t ldy, int p0, int p1) {
     const int nb = sj_bf_nblocks(M);
+    if (M <= SJ_BF_WIDE_ROWS)
+        for (; p0 + 4 <= p1 && (p0 + 4) * SJ_PANEL <= N; p0 += 4) {
+            const uint32_t *w = wp + (ptrdiff_t)p0 * K2 * SJ_PANEL;
+            float *yp = y + p0 * SJ_PANEL;
+            const float *bp = bias ? bias + p0 * SJ_PANEL : NULL;
+            if (M == 1)
+                sj_bf_tile4(1, xq, w, K2, yp, ldy, bp);
+            else if (M == 2)
+                sj_bf_tile4(2, xq, w, K2, yp, ldy, bp);
+            else
+                sj_bf_tile4(3, xq, w, K2, yp, ldy, bp);
+        }
     for (int p = p0; p < p1; p++) {
         const int n = p * SJ_PANEL, nv = N - n < SJ_PANEL ? N - n : SJ_PANEL;
         const uint32_t *panel = wp + (ptrdiff_t)p * K2 * SJ_PANEL;

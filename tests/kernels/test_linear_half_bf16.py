@@ -116,11 +116,14 @@ def test_every_path_equals_the_definition_and_the_reference(path, k, n):
     assert np.all(np.abs(got.astype(np.float64) - ref) <= bound(x, w, b) + U * np.abs(ref))
 
 
-@pytest.mark.parametrize("k,n", [(512, 40), (37, 70)])
+@pytest.mark.parametrize("k,n", [(512, 40), (37, 70), (131, 300)])
 def test_a_rows_result_does_not_depend_on_the_row_count(path, k, n):
+    """Every row count against 67 rows (blocks of 12 and fewer); up to 3 rows and N 300 the four-panel
+    tile of few rows runs for the first 256 columns (then the one-panel tile), and equals the definition."""
     w = weights(n, k, seed=3)
     x = _rng(4).standard_normal((67, k)).astype(np.float32)
     full = native(x, w)
+    np.testing.assert_array_equal(native(x[:3], w), emulate(x[:3], w))
     for m in (1, 2, 3, 5, 11, 12, 13, 16, 17, 25, 40):
         np.testing.assert_array_equal(native(x[:m], w), full[:m], err_msg=f"{m} rows")
     np.testing.assert_array_equal(native(x[30:33], w), full[30:33])
