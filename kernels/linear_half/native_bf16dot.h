@@ -10,7 +10,7 @@
    computes that chain, so a row's result depends neither on the rows beside it (M), nor on the
    thread split, nor on the path (checked bit for bit against the hardware on Zen 4):
    - sj_bf16_rows_native: vdpbf16ps on a CPU with AVX512-BF16 at the AVX-512 level, a tile of
-     SJ_BF_MR rows x 32 columns in registers (24 accumulators), K in chunks of SJ_BF_KC pairs so a
+     SJ_BF_MR rows x 32 columns in registers (28 accumulators), K in chunks of SJ_BF_KC pairs so a
      chunk of the panel stays in cache while every row block takes it (partial sums kept in y);
      up to 3 rows, four panels at once (sj_bf_tile4);
    - the portable body (native_bf16dot_body.h, per instruction set): each pair widened in registers
@@ -39,10 +39,11 @@ static inline uint16_t sj_bf16_round(float f) {
     return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
 }
 
-/* rows of one tile (24 accumulators, 2 weight vectors) and K pairs per chunk (64 KB of panel, in
+/* rows of one tile (28 accumulators, 2 weight vectors, 1 x pair: 31 of the 32 zmm; faster than 12
+   rows at M 320) and K pairs per chunk (64 KB of panel, in
    L2: at M 320 on Zen 4, chunks of 128 and 256 pairs (in L1) were slower than 512, and no chunking
    level with it; benchmarks/half/bf16_gemm.py) */
-#define SJ_BF_MR 12
+#define SJ_BF_MR 14
 #ifndef SJ_BF_KC
 #define SJ_BF_KC 512
 #endif
@@ -130,6 +131,7 @@ static void sj_bf_tile_rows(int mr, const uint32_t *xq, const uint32_t *w, int k
     switch (mr) {
         SJ_BF_CASE(1) SJ_BF_CASE(2) SJ_BF_CASE(3) SJ_BF_CASE(4) SJ_BF_CASE(5) SJ_BF_CASE(6)
         SJ_BF_CASE(7) SJ_BF_CASE(8) SJ_BF_CASE(9) SJ_BF_CASE(10) SJ_BF_CASE(11) SJ_BF_CASE(12)
+        SJ_BF_CASE(13) SJ_BF_CASE(14)
     }
 #undef SJ_BF_CASE
 }
