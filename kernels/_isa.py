@@ -11,6 +11,11 @@ Numba compiles for the host CPU: when the cap is below what the CPU has (from it
 ``/proc/cpuinfo``; elsewhere: always) and the user set neither ``NUMBA_CPU_NAME`` nor
 ``NUMBA_CPU_FEATURES``, :func:`configure` sets them (``haswell`` for avx2, ``generic`` for baseline,
 features those of the name) before Numba is imported; if Numba was imported already it warns.
+Likewise OpenBLAS (scipy's, which the Cython linear and attention kernels call): unless the user set
+``OPENBLAS_CORETYPE`` or scipy's BLAS is loaded already, it is set to the capped core (``Haswell`` for
+avx2, ``Nehalem``, SSE4.2 without AVX, for baseline: the lowest core scipy's OpenBLAS
+builds), so a capped process runs no AVX-512 BLAS code either (NumPy's own
+OpenBLAS, loaded before seqjit, keeps the host's).
 """
 from __future__ import annotations
 
@@ -23,6 +28,8 @@ ENV = "SEQJIT_ISA"
 ISAS = ("avx512", "avx2", "baseline")
 #: the LLVM CPU Numba targets under a cap
 NUMBA_CPU = {"avx2": "haswell", "baseline": "generic"}
+#: OpenBLAS's core under a cap (OPENBLAS_CORETYPE, read once, when scipy's OpenBLAS loads)
+OPENBLAS_CORE = {"avx2": "Haswell", "baseline": "Nehalem"}
 
 
 def requested() -> str | None:
@@ -62,6 +69,8 @@ def configure() -> str | None:
     best = _cpu_best()
     if best is not None and ISAS.index(best) >= ISAS.index(cap):
         return cap  # the CPU's best is at or below the cap: nothing to lower
+    if "OPENBLAS_CORETYPE" not in os.environ and not any(m.startswith("scipy.linalg") for m in sys.modules):
+        os.environ["OPENBLAS_CORETYPE"] = OPENBLAS_CORE[cap]
     if "NUMBA_CPU_NAME" in os.environ or "NUMBA_CPU_FEATURES" in os.environ:
         return cap  # the user's choice
     if "numba" in sys.modules:

@@ -23,7 +23,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,40 +32,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 import ort_matmul  # noqa: E402
 from roofline_plot import intensity, plot  # noqa: E402
+
+sys.path.append(str(HERE.parents[1]))  # last: the checkout's kernels/ shadows no installed `kernels`
+from benchmarks.harness.floor import llc_bytes as _last_level_cache_bytes, roofline  # noqa: E402
 #: (K, N) of opus-mt-en-de's decode step: attention projections, FFN in/out, the output projection
 MARIAN = [(512, 512), (512, 2048), (2048, 512), (512, 58101)]
-
-
-def _last_level_cache_bytes() -> int:
-    """This host's largest data cache (Linux sysfs; 0 when unknown)."""
-    best = 0
-    for d in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            if (d / "type").read_text().strip() == "Instruction":
-                continue
-            text = (d / "size").read_text().strip().upper()
-            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
-            best = max(best, int(text.rstrip("KMG")) * scale)
-        except (OSError, ValueError):
-            continue
-    return best
-
 
 #: bytes of weight copies a "stream" cell cycles through: 256 MB, or with ``--stream-mb llc`` twice
 #: the last-level cache (the Xeon of RESULTS.md reports 480 MB of L3; a run at 960 MB took 14 minutes
 #: for the 16 acceptance cells, against 4.5, and gave the same percentages within 5 points)
 STREAM_BYTES = int(os.environ.get("SEQJIT_BENCH_STREAM_BYTES", 256 << 20))
-
-
-def roofline() -> dict:
-    """This host's peak and bandwidth (roofline_probe.c, built with the host's own flags)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        exe = os.path.join(tmp, "probe")
-        subprocess.run(["cc", "-O2", "-march=native", "-pthread", "-o", exe, str(HERE / "roofline_probe.c")],
-                       check=True)
-        runs = [json.loads(subprocess.run([exe], check=True, capture_output=True, text=True).stdout)
-                for _ in range(3)]
-    return {key: max(r[key] for r in runs) for key in runs[0]}
 
 
 def native_program(x, w):

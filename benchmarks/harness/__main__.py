@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import shlex
 import sys
 from dataclasses import asdict
 from pathlib import Path
 
-from . import host, models, runner, table
+from . import floor, host, models, runner, table
 from .engines import ENGINES, QUANTIZED, missing
 from .workloads import GROUPS, WORKLOADS, select
 
@@ -67,11 +68,15 @@ def main(argv=None) -> int:
     old = Path(args.old).resolve() if args.old else None
     if old is not None and not (old / "src" / "seqjit" / "__init__.py").exists():
         raise SystemExit(f"--old {args.old}: no src/seqjit/__init__.py there (a seqjit checkout, built in place)")
+    notes = []
+    if old is not None and args.isa and not (old / "kernels" / "_isa.py").exists():
+        notes.append(f"- the old checkout predates SEQJIT_ISA: its columns ran this host's best ISA, not {args.isa}")
+        print("== " + notes[-1][2:], flush=True)
     ort_python = export_onnx.export_python(args.ort_python)
     info = host.cpu()
     command = "python -m benchmarks.harness " + shlex.join(argv)
     print(f"== {host.describe(info)}; {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC", flush=True)
-    results = []
+    results, roof = [], None
     for w, group_keep in select(args.workload):
         engines = [e for e in w.engines if (keep is None or e in keep) and (group_keep is None or e in group_keep)]
         skipped = {e: why for e in engines if (why := missing(e))}
@@ -98,7 +103,11 @@ def main(argv=None) -> int:
         results.append(dict(workload=asdict(w), host=host.describe(info), cpu=info, rounds=args.rounds,
                             seconds=args.seconds, threads=args.threads, isa=args.isa or os.environ.get("SEQJIT_ISA"),
                             batches=list(batches), unit=models.MODELS[w.model].unit, command=command,
-                            skipped=skipped, rows=rows))
+                            skipped=skipped, rows=rows, notes=notes))
+        if w.model == "marian" and w.search == "greedy" and 1 in batches and not args.smoke:
+            roof = roof or floor.roofline()
+            config = json.loads((models.root(w.model) / "hf" / "config.json").read_text())
+            results[-1].update(roofline=roof, floor=floor.lines(config, table.best(rows), roof))
         print("\n" + table.markdown(results[-1]), flush=True)
     table.write(results, args.md, args.json)
     failed = [r for res in results for r in res["rows"] if "error" in r]

@@ -60,6 +60,17 @@ def peak_rss_mb() -> float:
     return float("nan")
 
 
+#: what caps each peer's instruction set alongside SEQJIT_ISA (the user's own settings win): CTranslate2's
+#: kernels, the MKL and oneDNN it calls, PyTorch's ATen kernels, OpenBLAS (NumPy's, scipy's); ONNX
+#: Runtime's MLAS has no such switch and runs the host's best
+PEER_ISA = {
+    "avx2": {"CT2_FORCE_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+             "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"},
+    "baseline": {"CT2_FORCE_CPU_ISA": "GENERIC", "MKL_ENABLE_INSTRUCTIONS": "SSE4_2", "ONEDNN_MAX_CPU_ISA": "SSE41",
+                 "ATEN_CPU_CAPABILITY": "default", "OPENBLAS_CORETYPE": "Nehalem"},
+}
+
+
 def spawn(spec: dict, python: str, checkout: Path | None = None, isa: str | None = None,
           timeout: float | None = None) -> dict:
     """One worker; its row, or ``{"error": ...}`` with the end of its stderr (or the timeout it ran past)."""
@@ -68,6 +79,7 @@ def spawn(spec: dict, python: str, checkout: Path | None = None, isa: str | None
         env.pop("OMP_WAIT_POLICY", None)
     if isa:
         env["SEQJIT_ISA"] = isa
+        env.update({k: v for k, v in PEER_ISA.get(isa, {}).items() if k not in os.environ})
     if checkout is not None:  # another checkout's seqjit (its in-place build)
         env["PYTHONPATH"] = os.pathsep.join([str(checkout / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     try:

@@ -39,7 +39,8 @@ def markdown(result: dict) -> str:
     loads = [r["load"] for r in rows if "load" in r]
     lines = [f"### {w['name']}: {w['about']}", "",
              f"{result['host']}; {result['rounds']} round(s) of {result['seconds']:g} s per worker, threads "
-             f"{'/'.join(map(str, result['threads']))} (the better shown as `t=`), SEQJIT_ISA={result['isa'] or 'unset'}, "
+             f"{'/'.join(map(str, result['threads']))} (the better shown as `t=`), SEQJIT_ISA={result['isa'] or 'unset'}"
+             f"{' (the peers capped alike, ONNX Runtime excepted: runner.PEER_ISA)' if result['isa'] else ''}, "
              f"load {min(loads, default=0):.1f}-{max(loads, default=0):.1f}; median {result['unit']}. "
              f"`{result['command']}`", ""]
     ref = w["reference"] if any(k[0] == w["reference"] for k in b) else None
@@ -59,9 +60,11 @@ def markdown(result: dict) -> str:
     rss = {e: max(v["rss"] for k, v in b.items() if k[0] == e) for e in engines}
     lines += ["", "Peak resident memory per worker: " + ", ".join(f"{label(e)} {v:,.0f} MB" for e, v in rss.items()) + "."
               ] if rss else [""]
+    lines += result.get("floor", [])
     failed = {(r["engine"], r["threads"]): r["error"] for r in rows if "error" in r}
     lines += [f"- failed: {e} at {t} thread(s): {msg}" for (e, t), msg in failed.items()]
     lines += [f"- skipped: {e}: {why}" for e, why in result["skipped"].items()]
+    lines += result.get("notes", [])
     return "\n".join(lines) + "\n"
 
 

@@ -2,8 +2,10 @@
 # linear/_native.pxi (activations, the team, TEAM, SJ_PANEL). The kernels of native_half.h: float32
 # products over 16-bit weights (fp16 or bf16 bits, packed in panels at lowering) widened inside the
 # kernel; whole panels over the run's threads when the node was planned with threads, or two halves
-# over the team of two, as the float linear splits a packed weight; then the activation.
-from libc.stdint cimport int64_t, uint16_t
+# over the team of two, as the float linear splits a packed weight; then the activation. With bf16
+# arithmetic (arith 1, native_bf16dot.h): x rounded to bf16 pairs into the instruction's buffer first,
+# then the vdpbf16ps products (or their portable equal) over the pair panels, split the same way.
+from libc.stdint cimport int64_t, uint16_t, uint32_t
 
 cdef extern from "linear_half/native_half.h" nogil:
     void sj_half_packed(const float *x, Py_ssize_t ldx, int M, const uint16_t *wp, int bf, int K, int N,
@@ -12,12 +14,20 @@ cdef extern from "linear_half/native_half.h" nogil:
                                  int D, float scale, const float *positions, Py_ssize_t L, float *out)
     int sj_half_pick()
 
+cdef extern from "linear_half/native_bf16dot.h" nogil:
+    void sj_bf16_round_rows(const float *x, Py_ssize_t ldx, int M, int K, uint32_t *xq)
+    void sj_bf16_rows(const uint32_t *xq, int M, int K2, const uint32_t *wp, int N, const float *bias, float *y,
+                      Py_ssize_t ldy, int p0, int p1)
+    int sj_bf16_pick()
+    int sj_bf16_native_off
+
 
 cdef struct _HalfJob:
     const float* x
     Py_ssize_t ldx
     int M, K, N, mid, act, bf
     const uint16_t* w
+    const uint32_t* xq
     const float* bias
     float* y
     Py_ssize_t ldy
@@ -26,7 +36,11 @@ cdef struct _HalfJob:
 cdef void _half_cols(_HalfJob* j, int n0, int n1) noexcept nogil:
     """Columns [n0, n1) of the product (n0 a multiple of SJ_PANEL, n1 too or N), activation included."""
     cdef int m
-    sj_half_packed(j.x, j.ldx, j.M, j.w, j.bf, j.K, j.N, j.bias, j.y, j.ldy, n0 // SJ_PANEL, sj_panels(n1))
+    if j.xq != NULL:
+        sj_bf16_rows(j.xq, j.M, (j.K + 1) // 2, <const uint32_t*>j.w, j.N, j.bias, j.y, j.ldy, n0 // SJ_PANEL,
+                     sj_panels(n1))
+    else:
+        sj_half_packed(j.x, j.ldx, j.M, j.w, j.bf, j.K, j.N, j.bias, j.y, j.ldy, n0 // SJ_PANEL, sj_panels(n1))
     if j.act != _NONE:
         for m in range(j.M):
             sj_act_row(j.y + m * j.ldy + n0, NULL, j.y + m * j.ldy + n0, n1 - n0, j.act)
@@ -42,14 +56,18 @@ cdef void _half_part(void* ctx, int part) noexcept nogil:
 
 
 cdef void native_linear_half(const float* x, Py_ssize_t ldx, int M, int K, const uint16_t* w, int bf, int N,
-                             const float* bias, float* y, Py_ssize_t ldy, int act, int nthreads) noexcept nogil:
+                             const float* bias, float* y, Py_ssize_t ldy, int act, int nthreads,
+                             uint32_t* xq) noexcept nogil:
     """y[m, :N] = act(x[m, :K] @ widen(W)^T + bias) for m < M, W the uint16 [N, K] bits (bf: bfloat16,
     else fp16) in panels. ``nthreads``: 1, the run's OpenMP threads (blocks of whole panels), or TEAM
-    (two halves of the panels)."""
+    (two halves of the panels). ``xq`` not NULL: bf16 arithmetic, W the bf16 pair panels, xq a buffer
+    of M * ceil(K / 2) pairs for the rounded x."""
     cdef int t, n0, n1, chunk
     cdef _HalfJob job
     job.x, job.ldx, job.M, job.K, job.N, job.act, job.bf = x, ldx, M, K, N, act, bf
-    job.w, job.bias, job.y, job.ldy = w, bias, y, ldy
+    job.w, job.bias, job.y, job.ldy, job.xq = w, bias, y, ldy, xq
+    if xq != NULL:
+        sj_bf16_round_rows(x, ldx, M, K, xq)
     if nthreads == TEAM and N >= 64:
         job.mid = min(N, sj_panels(N) // 2 * SJ_PANEL)
         sj_team_run(_half_part, &job)
@@ -69,7 +87,8 @@ cdef inline int run_linear_half(Instr* c, int nt, bint team, Py_ssize_t* err) no
     native_linear_half(<float*>c.p[LINEAR_HALF_P_X], c.i[LINEAR_HALF_I_LDX], <int>c.i[LINEAR_HALF_I_M],
                        <int>c.i[LINEAR_HALF_I_K], <uint16_t*>c.p[LINEAR_HALF_P_W], <int>c.i[LINEAR_HALF_I_FMT],
                        <int>c.i[LINEAR_HALF_I_N], <float*>c.p[LINEAR_HALF_P_BIAS], <float*>c.p[LINEAR_HALF_P_Y],
-                       c.i[LINEAR_HALF_I_LDY], <int>c.i[LINEAR_HALF_I_ACT], nt)
+                       c.i[LINEAR_HALF_I_LDY], <int>c.i[LINEAR_HALF_I_ACT], nt,
+                       <uint32_t*>c.p[LINEAR_HALF_P_XQ] if c.i[LINEAR_HALF_I_ARITH] else NULL)
     return ERR_NONE
 
 

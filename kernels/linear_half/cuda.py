@@ -6,7 +6,10 @@ conversion (exponent rebias; a subnormal normalised; inf and NaN payloads kept),
 product is then :mod:`seqjit.kernels.linear`'s cuda linear on the widened weight (its GEMV up to 16
 rows, its tiled GEMM past them), so the GPU path holds the weights in 16 bits and computes as the
 float32 one. The scratch is one float32 copy of the weight per call: written for correctness (it is
-tested on the CUDA simulator), not for speed. Host arrays in -> host array out; a device array in ->
+tested on the CUDA simulator), not for speed. bf16 arithmetic (``arith="bfloat16"``): x rounded to bf16
+on the device (as the CPU kernels round it: float32 subnormals to zero, NaN quiet) and the weights'
+bf16 subnormals zeroed as they are widened; the products are then exact and the same float32 linear
+sums them (in its own order: within float32 rounding of the CPU's vdpbf16ps chain, not bit for bit). Host arrays in -> host array out; a device array in ->
 device array out (see seqjit.kernels._cuda).
 """
 from __future__ import annotations
@@ -47,11 +50,31 @@ def _bits(h, bf):
 
 
 @cuda.jit(cache=False)
-def _widen(w, bf, out_bits):
+def _widen(w, bf, daz, out_bits):
     i = cuda.grid(1)
     n, k = w.shape
     if i < n * k:
-        out_bits[i // k, i % k] = _bits(w[i // k, i % k], bf)
+        v = _bits(w[i // k, i % k], bf)
+        if daz and (v & uint32(0x7F800000)) == uint32(0):  # a bf16 subnormal read as zero (vdpbf16ps)
+            v = v & uint32(0x80000000)
+        out_bits[i // k, i % k] = v
+
+
+@cuda.jit(cache=False)
+def _round_bf16(x_bits, out_bits):
+    """out = x rounded to bf16 (nearest, ties to even; a subnormal to a zero of its sign; NaN quiet),
+    as float32 bits"""
+    i = cuda.grid(1)
+    m, k = x_bits.shape
+    if i < m * k:
+        b = x_bits[i // k, i % k]
+        if (b & uint32(0x7F800000)) == uint32(0):
+            r = b & uint32(0x80000000)
+        elif (b & uint32(0x7FFFFFFF)) > uint32(0x7F800000):
+            r = (b & uint32(0xFFFF0000)) | uint32(0x00400000)
+        else:
+            r = ((b + uint32(0x7FFF) + ((b >> uint32(16)) & uint32(1))) >> uint32(16)) << uint32(16)
+        out_bits[i // k, i % k] = r
 
 
 @cuda.jit(cache=False)
@@ -74,19 +97,34 @@ def _scale_add(out, scale, positions, has_positions):
         out[i, j] = v
 
 
-def widen_device(w, code):
-    """The float32 device array of uint16 bits ``w`` [N, K] (host or device) in format ``code``."""
+def widen_device(w, code, daz=False):
+    """The float32 device array of uint16 bits ``w`` [N, K] (host or device) in format ``code``
+    (``daz``: bf16 subnormals as zero)."""
     n, k = w.shape
     wide = _cuda.device_empty((n, k), np.float32)
     if n * k:
-        _widen[_cuda.grid_1d(n * k)](_cuda.to_device(w), code == spec.BFLOAT16, wide.view(np.uint32))
+        _widen[_cuda.grid_1d(n * k)](_cuda.to_device(w), code == spec.BFLOAT16, bool(daz), wide.view(np.uint32))
     return wide
 
 
-def linear_half(x, weight, bias=None, *, fmt, activation=None, out=None):
+def round_bf16_device(x2):
+    """The float32 device array [M, K] of float32 ``x2`` [M, K] (host or device) rounded to bf16."""
+    m, k = x2.shape
+    dx = _cuda.to_device(x2)
+    r = _cuda.device_empty((m, k), np.float32)
+    if m * k:
+        _round_bf16[_cuda.grid_1d(m * k)](dx.view(np.uint32), r.view(np.uint32))
+    return r
+
+
+def linear_half(x, weight, bias=None, *, fmt, activation=None, arith="float32", out=None):
     """See :mod:`seqjit.kernels.linear_half.spec`."""
-    spec.prepare_linear(x, weight, bias, fmt, activation, out, device=True)  # checked, named, before any launch
-    return _linear.linear(x, widen_device(weight, spec.format_code(fmt)), bias, activation=activation, out=out)
+    acode = spec.arith_code(arith, fmt)
+    x2, _, _, _, _, _, shape = spec.prepare_linear(x, weight, bias, fmt, activation, out, device=True)  # checked first
+    wide = widen_device(weight, spec.format_code(fmt), daz=bool(acode))
+    if acode:
+        x = round_bf16_device(x2).reshape(tuple(shape[:-1]) + (x2.shape[1],))
+    return _linear.linear(x, wide, bias, activation=activation, out=out)
 
 
 def embedding_half(ids, table, *, fmt, scale=1.0, positions=None, out=None, host_ids=None, check_ids=True):

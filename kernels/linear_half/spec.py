@@ -9,9 +9,13 @@ kernels widen the weights and compute as float32 would on the widened weights.
 - ``narrow_half(x, fmt)``: float32 ``[...]`` -> uint16 ``[...]``, rounded to nearest, ties to even
   (subnormals too); a NaN stays a NaN of the same sign, made quiet, its payload's top bits kept; a
   float16 overflow gives +-inf (the caller refuses it, naming the tensor).
-- ``linear_half(x, weight, bias=None, *, fmt, activation=None, out=None)``: x float32 ``[..., K]``,
-  weight uint16 ``[N, K]`` (PyTorch's ``[out, in]`` layout), bias float32 ``[N]`` or None ->
-  float32 ``[..., N] = activation(x @ widen(weight)^T + bias)``, accumulated in float32.
+- ``linear_half(x, weight, bias=None, *, fmt, activation=None, arith="float32", out=None)``: x float32
+  ``[..., K]``, weight uint16 ``[N, K]`` (PyTorch's ``[out, in]`` layout), bias float32 ``[N]`` or None
+  -> float32 ``[..., N] = activation(x @ widen(weight)^T + bias)``, accumulated in float32.
+  ``arith="bfloat16"`` (bfloat16 weights only): the products of AVX512-BF16's ``vdpbf16ps``: x rounded
+  to bfloat16 first (to nearest, ties to even; float32 subnormals as zero), bf16 subnormal weights as
+  zero, each product exact, accumulated in float32 (:func:`round_bf16`; the kernels' order of the
+  sum: kernels/linear_half/native_bf16dot.h).
 - ``embedding_half(ids, table, *, fmt, scale=1.0, positions=None, out=None)``: the ``embedding`` op
   (:mod:`seqjit.kernels.embedding`) over a uint16 ``[V, D]`` table: rows widened to float32, times
   ``scale`` (+ float32 ``positions[l]``), float32 ``[..., D]``.
@@ -30,6 +34,8 @@ from seqjit.kernels.embedding.spec import check_ids
 #: fmt name -> the integer code the native kernels switch on
 FORMATS: dict = {"float16": 0, "bfloat16": 1}
 FLOAT16, BFLOAT16 = 0, 1
+#: arith name -> the integer code of the native instruction (0: float32 products, 1: bf16 products)
+ARITHS: dict = {"float32": 0, "bfloat16": 1}
 _F32 = np.dtype(np.float32)
 _U16 = np.dtype(np.uint16)
 _NDARRAY = np.ndarray
@@ -40,6 +46,16 @@ def format_code(fmt) -> int:
     if type(fmt) is str and fmt in FORMATS:
         return FORMATS[fmt]
     raise ValueError(f"fmt must be 'float16' or 'bfloat16', got {fmt!r}")
+
+
+def arith_code(arith, fmt) -> int:
+    """The code of ``arith`` ("float32" or "bfloat16": the products' arithmetic) for weights of ``fmt``;
+    ValueError naming ``arith`` for another value, or for bfloat16 arithmetic over float16 weights."""
+    if not (type(arith) is str and arith in ARITHS):
+        raise ValueError(f"arith must be 'float32' or 'bfloat16', got {arith!r}")
+    if arith == "bfloat16" and fmt != "bfloat16":
+        raise ValueError(f"arith 'bfloat16' needs bfloat16 weights (fmt 'bfloat16'), got fmt {fmt!r}")
+    return ARITHS[arith]
 
 
 def half_array(name: str, w, *, ndim=None):

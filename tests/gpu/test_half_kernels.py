@@ -78,3 +78,29 @@ def test_graph_ops_on_the_device_executor(cu):
     ref = kernels.get("linear_half", "reference")
     want = ref(kernels.get("embedding_half", "reference")(ids, table, fmt=fmt, scale=2.0), w, fmt=fmt, activation="relu")
     np.testing.assert_allclose(y, want, rtol=2e-5, atol=2e-5)
+
+
+def test_bf16_arithmetic_on_the_device(cu):
+    """arith="bfloat16": x rounded on the device bit for bit as the reference rounds it (ties, the
+    largest values, subnormals to zero, inf), bf16 subnormal weights zeroed, and the product within
+    the float32 summation bound of the reference's (the device linear sums in its own order)."""
+    _cuda, half = cu
+    from seqjit.kernels.linear_half.reference import round_bf16
+
+    xs = np.array([[1.0 + 2 ** -8, 1.0 + 3 * 2 ** -8, -(1.0 + 2 ** -8), 3.4e38, -np.inf, 1e-39, -1e-39, 2 ** -126,
+                    0.1, -7.3e-12, 0.0, 5.5]], np.float32)
+    np.testing.assert_array_equal(half.round_bf16_device(xs).copy_to_host().view(np.uint32), round_bf16(xs).view(np.uint32))
+    rng = np.random.default_rng(3)
+    k, n = 37, 20
+    w = kernels.get("narrow_half", "reference")((rng.standard_normal((n, k)) * 0.2).astype(np.float32), "bfloat16")
+    w[0, 0] = 0x0001  # a subnormal: zero for the bf16 products
+    x = rng.standard_normal((2, 3, k)).astype(np.float32)
+    b = rng.standard_normal(n).astype(np.float32)
+    got = half.linear_half(x, w, b, fmt="bfloat16", arith="bfloat16")
+    got = got.copy_to_host() if _cuda.is_device_array(got) else got
+    ref = kernels.get("linear_half", "reference")(x, w, b, fmt="bfloat16", arith="bfloat16")
+    wide = kernels.get("widen_half", "reference")(w, "bfloat16")
+    s = np.abs(round_bf16(x)).astype(np.float64) @ np.abs(wide).astype(np.float64).T + np.abs(b)
+    assert got.shape == (2, 3, n) and np.all(np.abs(got - ref) <= (k + 1) * 2.0 ** -24 * s * 1.01)
+    with pytest.raises(ValueError, match="arith 'bfloat16' needs bfloat16 weights"):
+        half.linear_half(x, w, b, fmt="float16", arith="bfloat16")

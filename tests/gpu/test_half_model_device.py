@@ -27,3 +27,19 @@ def test_half_model_on_the_device_matches_the_cpu(arch, fmt):
     assert sixteen, "no 16-bit weight was uploaded as uint16"
     np.testing.assert_allclose(half.logits(src, tgt, lengths), want, rtol=1e-4, atol=1e-5)
     assert [r.ids for r in half.generate(SOURCES, max_length=4)] == ids
+
+
+def test_bf16_arithmetic_model_on_the_device():
+    """bf16 products on the device (kernels/linear_half/cuda.py) against the CPU's vdpbf16ps chain:
+    the same rounded activations and exact products, the sums in another order, so equal to float32
+    rounding unless a sum lands on a bf16 rounding boundary (none on these inputs)."""
+    cuda_or_skip()
+    model = seqjit.quantize(tiny_models()["transformer"], "bfloat16", arithmetic="bfloat16")
+    src = np.array([[3, 4, 5], [6, 7, 0]])
+    lengths = np.array([3, 2])
+    tgt = np.array([[1, 5, 6, 7], [1, 8, 9, 3]])
+    want = model.logits(src, tgt, lengths)
+    ids = [r.ids for r in model.generate(SOURCES, max_length=4)]
+    model.to("cuda")
+    np.testing.assert_allclose(model.logits(src, tgt, lengths), want, rtol=1e-4, atol=1e-5)
+    assert [r.ids for r in model.generate(SOURCES, max_length=4)] == ids

@@ -21,6 +21,8 @@ import seqjit.kernels as kernels
 from seqjit.kernels import _isa
 from seqjit.graph import _native_vm
 import numba
+import threadpoolctl
+import scipy.linalg  # scipy's OpenBLAS, loaded after seqjit as the Cython kernels load it
 
 @numba.njit
 def axpy(a, x, y):
@@ -31,14 +33,16 @@ x = np.ones(64, np.float32)
 axpy(np.float32(2), x, x.copy())
 asm = next(iter(axpy.inspect_asm().values()))
 print(json.dumps({"families": _isa.by_family(), "vm": _native_vm.isa(), "isa": kernels.isa(),
-                  "numba_cpu": os.environ.get("NUMBA_CPU_NAME"), "ymm": "ymm" in asm, "zmm": "zmm" in asm}))
+                  "numba_cpu": os.environ.get("NUMBA_CPU_NAME"), "ymm": "ymm" in asm, "zmm": "zmm" in asm,
+                  "blas": sorted({i.get("architecture") for i in threadpoolctl.threadpool_info()
+                                  if i["internal_api"] == "openblas" and "scipy_openblas-" in i["filepath"]})}))
 """
 
 VM_NAMES = {"base": "baseline"}
 
 
 def probe(cap):
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQJIT_ISA", "NUMBA_CPU"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SEQJIT_ISA", "NUMBA_CPU", "OPENBLAS_CORETYPE"))}
     if cap is not None:
         env["SEQJIT_ISA"] = cap
     env["NUMBA_CACHE_DIR"] = ""  # nothing cached: the code is compiled for this process's target
@@ -77,9 +81,11 @@ def test_every_family_honours_the_cap(uncapped, cap):
     assert VM_NAMES.get(got["vm"], got["vm"]) == want
     if want == best:
         assert got["numba_cpu"] is None and got["ymm"] == uncapped["ymm"] and got["zmm"] == uncapped["zmm"]
-    else:  # no vector register wider than the cap in Numba's code
+        assert got["blas"] == uncapped["blas"]
+    else:  # no vector register wider than the cap in Numba's code, scipy's OpenBLAS on the capped core
         assert got["numba_cpu"] == _isa.NUMBA_CPU[want]
         assert not got["zmm"] and (want == "avx2" or not got["ymm"])
+        assert got["blas"] in ([], [_isa.OPENBLAS_CORE[want]]), got["blas"]
 
 
 @pytest.mark.parametrize("value", ["sse9", "AVX2", " avx2", "avx-512"])

@@ -527,6 +527,23 @@ def half_isa() -> str:
     return _LINEAR_ISAS[sj_half_pick()]
 
 
+def bf16_isa() -> str:
+    """The variant linear_half's bf16 arithmetic runs now (native_bf16dot.h): "avx512bf16" (vdpbf16ps)
+    where the CPU has AVX512-BF16 and the half kernels run AVX-512, else the portable path at the half
+    kernels' variant ("avx512", "avx2", "base"), which gives the same numbers."""
+    cdef int v = sj_bf16_pick()
+    return "avx512bf16" if v == 3 else _LINEAR_ISAS[v]
+
+
+def bf16_native(on=True) -> str:
+    """Let the bf16 arithmetic use vdpbf16ps where the CPU has it (the default), or not (``on=False``:
+    the portable path at the half kernels' variant), for tests that compare the two; returns
+    :func:`bf16_isa`."""
+    global sj_bf16_native_off
+    sj_bf16_native_off = 0 if on else 1
+    return bf16_isa()
+
+
 def isa() -> str:
     """The instruction-set variant the VM's kernels run now ("avx512", "avx2", "base"): the CPU's
     best under $SEQJIT_ISA, or the one :func:`linear_isa` forced; changes nothing."""

@@ -74,7 +74,7 @@ OPERANDS = {
     "rms_norm": _operands(p="x weight y", i="m d ldx ldy", f="eps"),
     "mul": _operands(p="a b y", i="n"),
     "relative_bias": _operands(p="table buckets step y", i="heads below lq lk has_step"),
-    "linear_half": _operands(p="x w bias y", i="m k n ldx ldy act fmt"),
+    "linear_half": _operands(p="x w bias y xq", i="m k n ldx ldy act fmt arith"),
     "embedding_half": _operands(p="ids table positions y", i="n d length vocab fmt", f="scale"),
 }
 #: what an instruction holds of each kind at most (_instr.pxi's NPTR, NINT, NFLT)

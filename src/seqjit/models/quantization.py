@@ -30,6 +30,11 @@ but the RNN matrices: the ``linear`` weights, a Transformer's token tables (a ti
 projection's weight too). The GRU/LSTM matrices, layer norms, biases, position tables and RNN
 embeddings stay float32 (the recurrence kernels have no 16-bit form). The builders emit
 ``linear_half`` / ``embedding_half`` (``fmt`` attribute) for them; activations stay float32.
+
+Arithmetic (``"arithmetic"`` in ``config.json``, default ``"float32"``): a bfloat16 model may compute
+its products in bf16 (``"bfloat16"``: every ``linear_half`` gets ``arith="bfloat16"``: x rounded to
+bf16, AVX512-BF16's vdpbf16ps, float32 accumulation; docs/half_precision.md). Norms, softmax,
+attention and the embeddings stay float32.
 """
 from __future__ import annotations
 
@@ -39,6 +44,8 @@ from seqjit.graph.ops import TensorSpec
 from seqjit.models.half_format import CODES as HALF_FORMATS
 
 SCHEMES = ("none", "int8", *HALF_FORMATS)
+#: the arithmetic of a model's products: float32, or bf16 products for a bfloat16 model
+ARITHMETICS = ("float32", "bfloat16")
 SCALE = ".scale"
 
 _TRANSFORMER_SUFFIXES = ("_proj.weight", ".fc1.weight", ".fc1_gate.weight", ".fc2.weight")
@@ -101,7 +108,8 @@ def linear(g, x, weights: dict, weight_name: str, bias=None, *, config=None, **a
         scale = g.constant(weight_name + SCALE, weights[weight_name + SCALE])
         return g.op("linear_int8", x, wv, scale, bias, **attrs)
     if w.dtype == np.uint16:
-        return g.op("linear_half", x, wv, bias, fmt=_fmt(config, weight_name), **attrs)
+        return g.op("linear_half", x, wv, bias, fmt=_fmt(config, weight_name),
+                    arith=getattr(config, "arithmetic", "float32"), **attrs)
     return g.op("linear", x, wv, bias, **attrs)
 
 
@@ -113,16 +121,21 @@ def _fmt(config, weight_name: str) -> str:
     return fmt
 
 
-def quantize(model, scheme: str = "int8"):
+def quantize(model, scheme: str = "int8", *, arithmetic: str = "float32"):
     """A new model of the same architecture with the weights of :func:`int8_weight_names` (linear
     weights, a Transformer's embedding tables, GRU/LSTM matrices) quantized to ``scheme`` ("int8":
     symmetric per row, float32 scales), or those of :func:`half_weight_names` rounded to a 16-bit
     format (``"float16"``, ``"bfloat16"``: to nearest, ties to even; a weight beyond float16's range
-    is refused, naming it); ``model`` is left unchanged."""
+    is refused, naming it); ``model`` is left unchanged. ``arithmetic="bfloat16"`` (``scheme``
+    "bfloat16" only): the products in bf16 (see the module docstring), saved in the config."""
     from seqjit import kernels
 
     if scheme not in SCHEMES[1:]:
         raise ValueError(f"scheme must be one of {list(SCHEMES[1:])}, got {scheme!r}")
+    if type(arithmetic) is not str or arithmetic not in ARITHMETICS:
+        raise ValueError(f"arithmetic must be one of {list(ARITHMETICS)}, got {arithmetic!r}")
+    if arithmetic != "float32" and scheme != "bfloat16":
+        raise ValueError(f"arithmetic {arithmetic!r} needs scheme 'bfloat16' (bfloat16 weights), got {scheme!r}")
     c = model.config
     if getattr(c, "quantization", None) is None:
         raise ValueError(f"architecture {model.arch!r} has no quantized form")
@@ -131,7 +144,7 @@ def quantize(model, scheme: str = "int8"):
     if c.dtype != "float32":
         raise ValueError(f"{scheme} quantization needs a float32 model, got dtype {c.dtype}")
     weights = dict(model.weights)
-    config = c.replace(quantization=scheme)
+    config = c.replace(quantization=scheme, arithmetic=arithmetic)
     if scheme in HALF_FORMATS:
         narrow = kernels.get("narrow_half")
         for name in half_weight_names(config, type(model).weight_spec(config)):
@@ -162,4 +175,5 @@ def _rebuilt(model, config, weights: dict):
 
 
 __all__ = ["quantize", "quantized_spec", "int8_weight_names", "half_weight_names", "half_format", "linear",
-           "SCHEMES", "SCALE", "HALF_FORMATS"]
+           "SCHEMES", "SCALE", "HALF_FORMATS",
+           "ARITHMETICS"]

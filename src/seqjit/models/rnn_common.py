@@ -89,7 +89,7 @@ import numpy as np
 from seqjit.errors import ConfigError
 from seqjit.graph.ops import TensorSpec
 from seqjit.models.config import ModelConfig, choice, positive
-from seqjit.models.quantization import SCHEMES
+from seqjit.models.quantization import ARITHMETICS, SCHEMES
 
 GATES = {"gru": 3, "lstm": 4}
 PER_LAYER_BRIDGES = ("sum", "concat", "linear", "layer_mix", "stack")
@@ -127,6 +127,7 @@ class RNNConfig(ModelConfig):
     eos_id: int = 2
     dtype: str = choice("float32", ("float32", "float64"))
     quantization: str = choice("none", SCHEMES)  # "int8", "float16", "bfloat16": seqjit.models.quantization
+    arithmetic: str = choice("float32", ARITHMETICS)  # "bfloat16": bf16 products (bfloat16 weights only)
     suppress_tokens: list | None = None  # recorded from the toolkit (module docstring): ids it never generates
     suppress_pad_token: bool = True  # recorded from the toolkit: whether it bans the pad token
 
@@ -188,6 +189,9 @@ class RNNConfig(ModelConfig):
         self._validate_output(where)
         if self.quantization != "none" and self.dtype != "float32":
             raise ConfigError(f"{where}: quantization {self.quantization!r} needs dtype float32, got {self.dtype}")
+        if self.arithmetic != "float32" and self.quantization != "bfloat16":
+            raise ConfigError(f"{where}: arithmetic {self.arithmetic!r} needs quantization 'bfloat16', got "
+                              f"{self.quantization!r}")
         if self.bridge_activation is not None and self.bridge not in ("linear", "mean", "top_linear", "layer_mix"):
             raise ConfigError(f"{where}: bridge_activation applies to bridge 'linear', 'mean', 'top_linear' or "
                               f"'layer_mix', got bridge {self.bridge!r}")

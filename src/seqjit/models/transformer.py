@@ -53,7 +53,7 @@ from seqjit.graph.ops import TensorSpec
 from seqjit.models import transformer_graphs as graphs
 from seqjit.models.base import Seq2SeqModel
 from seqjit.models.config import check_suppression, MAX_POSITIONS, ModelConfig, choice, positive
-from seqjit.models.quantization import SCHEMES, quantized_spec
+from seqjit.models.quantization import ARITHMETICS, SCHEMES, quantized_spec
 
 
 @dataclass
@@ -107,6 +107,7 @@ class TransformerConfig(ModelConfig):
     suppress_pad_token: bool = True
     dtype: str = choice("float32", ("float32", "float64"))
     quantization: str = choice("none", SCHEMES)  # "int8", "float16", "bfloat16": seqjit.models.quantization
+    arithmetic: str = choice("float32", ARITHMETICS)  # "bfloat16": bf16 products (bfloat16 weights only)
 
     def validate(self, where: str = "config") -> None:
         positive(where, src_vocab_size=self.src_vocab_size, tgt_vocab_size=self.tgt_vocab_size, d_model=self.d_model,
@@ -146,6 +147,9 @@ class TransformerConfig(ModelConfig):
             raise ConfigError(f"{where}: the fairseq sinusoidal layout needs d_model >= 4, got {self.d_model}")
         if self.quantization != "none" and self.dtype != "float32":
             raise ConfigError(f"{where}: quantization {self.quantization!r} needs dtype float32, got {self.dtype}")
+        if self.arithmetic != "float32" and self.quantization != "bfloat16":
+            raise ConfigError(f"{where}: arithmetic {self.arithmetic!r} needs quantization 'bfloat16', got "
+                              f"{self.quantization!r}")
         if not self.layer_norm_eps > 0:
             raise ConfigError(f"{where}: layer_norm_eps must be positive, got {self.layer_norm_eps}")
         for key in ("pad_id", "decoder_start_id", "eos_id", "forced_bos_id", "forced_eos_id"):

@@ -1,7 +1,9 @@
 """Ops over 16-bit weights (``seqjit.kernels.linear_half``): ``linear_half`` and ``embedding_half``.
 
 A 16-bit weight is a uint16 constant holding fp16 or bf16 bits; the ``fmt`` attribute says which
-("float16" or "bfloat16"). Activations, outputs and positions are float32.
+("float16" or "bfloat16"). Activations, outputs and positions are float32. ``linear_half``'s
+``arith`` attribute says how its products are computed: "float32" (the weights widened) or, for
+bfloat16 weights, "bfloat16" (x rounded to bf16, vdpbf16ps: :mod:`seqjit.kernels.linear_half.spec`).
 """
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import numpy as np
 from seqjit.graph.native_ops import _ACT, _I64, Unsupported, _contig, _rows, _threads
 from seqjit.graph.ops import REQUIRED, OpDef, TensorSpec, need, register
 from seqjit.graph.ops.kernel_ops import ACTIVATIONS, _out
-from seqjit.kernels.linear_half.spec import FORMATS
-from seqjit.kernels.linear_half.packed import pack_half_panels
+from seqjit.kernels.linear_half.spec import ARITHS, FORMATS
+from seqjit.kernels.linear_half.packed import pack_bf16_pairs, pack_half_panels
 
 _F32 = np.dtype(np.float32)
 _U16 = np.dtype(np.uint16)
@@ -33,6 +35,9 @@ def _linear_half_infer(specs, attrs):
     need(w is not None and len(w.shape) == 2 and np.dtype(w.dtype) == _U16, where,
          f"weight must be uint16 [N, K] (the {attrs['fmt']} bits), got {w}")
     need(attrs["activation"] in ACTIVATIONS, where, f"activation must be one of {ACTIVATIONS}, got {attrs['activation']!r}")
+    need(attrs["arith"] in ARITHS, where, f"arith must be 'float32' or 'bfloat16', got {attrs['arith']!r}")
+    need(attrs["arith"] == "float32" or attrs["fmt"] == "bfloat16", where,
+         f"arith 'bfloat16' needs bfloat16 weights (fmt 'bfloat16'), got fmt {attrs['fmt']!r}")
     n, k = w.shape
     need(len(x.shape) >= 1 and x.shape[-1] == k, where, f"x's last dimension must be {k} (weight {list(w.shape)}), got {x}")
     need(b is None or (tuple(b.shape) == (n,) and np.dtype(b.dtype) == _F32), where, f"bias must be float32 [{n}], got {b}")
@@ -40,26 +45,29 @@ def _linear_half_infer(specs, attrs):
 
 
 def _linear_half_make(ctx):
-    return partial(ctx.kernel("linear_half"), fmt=ctx.attrs["fmt"], activation=ctx.attrs["activation"], out=_out(ctx))
+    return partial(ctx.kernel("linear_half"), fmt=ctx.attrs["fmt"], activation=ctx.attrs["activation"],
+                   arith=ctx.attrs["arith"], out=_out(ctx))
 
 
 _PACK_LOCK = threading.Lock()
 
 
-def _half_panels(lowering, name, w):
-    """``w``'s panels (kernels/linear_half/packed.py), made once per graph and shared by its plans."""
+def _half_panels(lowering, name, w, pairs=False):
+    """``w``'s panels (kernels/linear_half/packed.py; ``pairs``: the bf16 arithmetic's pair panels),
+    made once per graph and shared by its plans."""
     with _PACK_LOCK:
         cache = lowering.plan.graph.__dict__.setdefault("_native_half_packed", {})
-        wp = cache.get(name)
+        wp = cache.get((name, pairs))
         if wp is None:
-            wp = cache[name] = pack_half_panels(w)
+            wp = cache[(name, pairs)] = (pack_bf16_pairs if pairs else pack_half_panels)(w)
     return wp
 
 
 def lower_linear_half(self, node, attrs):
     """One OP_LINEAR_HALF: rows of x, the uint16 weight packed in panels (a constant: packed once per
     graph; a computed weight has no native form), threads as the float linear's (the team of two
-    from TEAM_MACS, the run's threads from PARALLEL_MACS)."""
+    from TEAM_MACS, the run's threads from PARALLEL_MACS). bf16 arithmetic: the pair panels, and a
+    buffer of the plan for the rounded x (uint32 pairs, ceil(K / 2) a row)."""
     x, w, b = (list(node.inputs) + [None])[:3]
     (y,) = node.outputs
     m, k, ldx = _rows(self.arrays[x])
@@ -70,13 +78,15 @@ def lower_linear_half(self, node, attrs):
     my, _, ldy = _rows(self.arrays[y])
     if my != m or w not in self.plan.graph.constants:
         raise Unsupported("linear_half rows, or a computed weight")
-    wp = _half_panels(self, w, wa)
-    self.emit("linear_half", x=x, w=wp, bias=b, y=y, m=m, k=k, n=n, ldx=ldx, ldy=ldy,
-              act=_ACT[attrs["activation"]], fmt=FORMATS[attrs["fmt"]], threads=_threads(m * n * k))
+    arith = ARITHS[attrs["arith"]]
+    wp = _half_panels(self, w, wa, pairs=bool(arith))
+    xq = np.zeros(max(1, m * ((k + 1) // 2)), np.uint32) if arith else None
+    self.emit("linear_half", x=x, w=wp, bias=b, y=y, xq=xq, m=m, k=k, n=n, ldx=ldx, ldy=ldy,
+              act=_ACT[attrs["activation"]], fmt=FORMATS[attrs["fmt"]], arith=arith, threads=_threads(m * n * k))
 
 
 register(OpDef("linear_half", ("x", "weight", "bias?"), _linear_half_infer, _linear_half_make,
-               attrs={"fmt": REQUIRED, "activation": None}, kernel="linear_half", native=lower_linear_half,
+               attrs={"fmt": REQUIRED, "activation": None, "arith": "float32"}, kernel="linear_half", native=lower_linear_half,
                native_kernel=True))
 
 

@@ -36,7 +36,8 @@ def _key(graph: Graph, node: Node):
             return None
         return (node.inputs[0], "int8", node.attrs.get("activation"), w.dtype.str, w.shape[1])
     if node.op == "linear_half":
-        return (node.inputs[0], "half", node.attrs.get("activation"), node.attrs.get("fmt"), w.shape[1])
+        return (node.inputs[0], "half", node.attrs.get("activation"), node.attrs.get("fmt"), w.shape[1],
+                node.attrs.get("arith", "float32"))
     layout = node.attrs.get("weight_layout", "out_in")
     k = w.shape[1] if layout == "out_in" else w.shape[0]
     return (node.inputs[0], layout, node.attrs.get("activation"), w.dtype.str, k)
@@ -82,7 +83,8 @@ def merge_projections(graph: Graph) -> Graph:
         if int8:
             new_nodes = [Node("linear_int8", inputs, (base,), {"activation": key[2]}, base)]
         elif half:
-            new_nodes = [Node("linear_half", inputs, (base,), {"fmt": key[3], "activation": key[2]}, base)]
+            new_nodes = [Node("linear_half", inputs, (base,), {"fmt": key[3], "activation": key[2],
+                                                                    "arith": key[5]}, base)]
         else:
             new_nodes = [Node("linear", inputs, (base,), {"weight_layout": layout, "activation": key[2]}, base)]
         start = 0
