@@ -75,23 +75,9 @@ static void sj_bf16_round_rows_base(const float *x, ptrdiff_t ldx, int M, int K,
 
 
 #define SJ_ISA_BODY "linear_half/native_bf16dot_body.h"
-#if defined(__GNUC__) && defined(__x86_64__)
-#define SJ_NAME(x) sj_##x##_base
-#include SJ_ISA_BODY
-#undef SJ_NAME
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#define SJ_NAME(x) sj_##x##_avx2
-#include SJ_ISA_BODY
-#undef SJ_NAME
-#pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512vl,avx2,fma")
-#define SJ_NAME(x) sj_##x##_avx512
-#include SJ_ISA_BODY
-#undef SJ_NAME
-#pragma GCC pop_options
+#include "_sj_isa_variants.h"
 
+#if defined(__GNUC__) && defined(__x86_64__)
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512vl,avx512bw,avx512bf16,avx2,fma")
 /* y[r, 0:nv] (ldy apart) = (acc ? y[r, :] : 0) + the chain over kc pairs of xq[i * mr + r] and the
@@ -222,12 +208,7 @@ static void sj_bf16_rows_native(const uint32_t *xq, int M, int K2, const uint32_
     }
 }
 #pragma GCC pop_options
-#else
-#define SJ_NAME(x) sj_##x##_base
-#include SJ_ISA_BODY
-#undef SJ_NAME
 #endif
-#undef SJ_ISA_BODY
 
 /* set by _native_vm.bf16_native(False): the portable path even where vdpbf16ps runs (for tests) */
 static int sj_bf16_native_off = 0;
