@@ -108,55 +108,9 @@ static inline __attribute__((always_inline)) double SJ_NAME(sum_exp_f64)(const f
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-/* log-softmax of s[0:n] in place (kernels/beam/_native.pxi: sj_log_softmax_row, the beam step's
-   row of up to 250k logits, where the Cython loop's scalar exp and its float64 sum, one long chain,
-   cost as much as the decoder step): returns 1 (row untouched) when it holds NaN; +inf entries
-   share probability one; a row of only -inf stays as it is (nothing left to choose: the decode
-   loops raise NothingGenerable, as seqjit.decoding.processors.log_softmax leaves it); else
-   s = (s - max) - log(sum exp(s - max)). */
-static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
-    float top16[16];
-    int nan16[16];
-    for (int j = 0; j < 16; j++) top16[j] = -__builtin_inff(), nan16[j] = 0;
-    const ptrdiff_t n16 = n - n % 16;
-    for (ptrdiff_t i = 0; i < n16; i += 16)
-        for (int j = 0; j < 16; j++) {
-            const float x = s[i + j];
-            nan16[j] |= x != x;
-            top16[j] = x > top16[j] ? x : top16[j];
-        }
-    float top = -__builtin_inff();
-    int nan = 0;
-    for (ptrdiff_t i = n16; i < n; i++) {
-        nan |= s[i] != s[i];
-        top = s[i] > top ? s[i] : top;
-    }
-    for (int j = 0; j < 16; j++) {
-        nan |= nan16[j];
-        top = top16[j] > top ? top16[j] : top;
-    }
-    if (nan)
-        return 1;
-    if (top == __builtin_inff()) {
-        ptrdiff_t n_inf = 0;
-        for (ptrdiff_t i = 0; i < n; i++) n_inf += s[i] == __builtin_inff();
-        const float lse = __builtin_logf((float)n_inf);
-        for (ptrdiff_t i = 0; i < n; i++) s[i] = s[i] == __builtin_inff() ? -lse : -__builtin_inff();
-        return 0;
-    }
-    if (top == -__builtin_inff())
-        return 0;
-    const double total = SJ_NAME(sum_exp_f64)(s, n, top);
-    const float lse = total > 0 ? __builtin_logf((float)total) : -__builtin_inff();
-    for (ptrdiff_t i = 0; i < n; i++) s[i] = (s[i] - top) - lse;
-    return 0;
-}
-
-/* log(sum exp(s - top)) over s[0:n], top = max(s) (written to *top): the log-probability
-   normaliser of a decode step's logits row (_native_sampling.pxi, greedy and sampling with scores),
-   vectorised (one exp per logit in a float64 chain was the cost of a step). Its max loop is its own:
-   sharing log_softmax_f32's, with its NaN test, was slower even inlined with the test compiled out. */
-static double SJ_NAME(lse_f32)(const float *s, ptrdiff_t n, float *top) {
+/* max of s[0:n] over 16 independent lanes (NaN entries lose every comparison: ignored); vectorises
+   as vmaxps (log_softmax_f32, lse_f32) */
+static inline __attribute__((always_inline)) float SJ_NAME(max_f32)(const float *s, ptrdiff_t n) {
     float top16[16];
     for (int j = 0; j < 16; j++) top16[j] = -__builtin_inff();
     const ptrdiff_t n16 = n - n % 16;
@@ -165,6 +119,50 @@ static double SJ_NAME(lse_f32)(const float *s, ptrdiff_t n, float *top) {
     float m = -__builtin_inff();
     for (ptrdiff_t i = n16; i < n; i++) m = s[i] > m ? s[i] : m;
     for (int j = 0; j < 16; j++) m = top16[j] > m ? top16[j] : m;
+    return m;
+}
+
+static inline int SJ_NAME(has_nan)(const float *s, ptrdiff_t n) {
+    for (ptrdiff_t i = 0; i < n; i++)
+        if (s[i] != s[i]) return 1;
+    return 0;
+}
+
+/* log-softmax of s[0:n] in place (kernels/beam/_native.pxi: sj_log_softmax_row, the beam step's
+   row of up to 250k logits, where the Cython loop's scalar exp and its float64 sum, one long chain,
+   cost as much as the decoder step): returns 1 (row untouched) when it holds NaN; +inf entries
+   share probability one; a row of only -inf stays as it is (nothing left to choose: the decode
+   loops raise NothingGenerable, as seqjit.decoding.processors.log_softmax leaves it); else
+   s = (s - max) - log(sum exp(s - max)).
+   NaN needs no pass of its own (a NaN test in the max loop kept GCC from vectorising it: the pass
+   ran scalar on every ISA, 6.5% of a Marian beam-4 batch-16 call): with a finite max a NaN entry
+   makes the sum of exp NaN, and the rows whose max is +-inf (rare) are scanned. */
+static int SJ_NAME(log_softmax_f32)(float *s, ptrdiff_t n) {
+    const float top = SJ_NAME(max_f32)(s, n);
+    if (top == __builtin_inff()) {
+        if (SJ_NAME(has_nan)(s, n))
+            return 1;
+        ptrdiff_t n_inf = 0;
+        for (ptrdiff_t i = 0; i < n; i++) n_inf += s[i] == __builtin_inff();
+        const float lse = __builtin_logf((float)n_inf);
+        for (ptrdiff_t i = 0; i < n; i++) s[i] = s[i] == __builtin_inff() ? -lse : -__builtin_inff();
+        return 0;
+    }
+    if (top == -__builtin_inff())
+        return SJ_NAME(has_nan)(s, n);
+    const double total = SJ_NAME(sum_exp_f64)(s, n, top);
+    if (total != total)
+        return 1;
+    const float lse = total > 0 ? __builtin_logf((float)total) : -__builtin_inff();
+    for (ptrdiff_t i = 0; i < n; i++) s[i] = (s[i] - top) - lse;
+    return 0;
+}
+
+/* log(sum exp(s - top)) over s[0:n], top = max(s) (written to *top): the log-probability
+   normaliser of a decode step's logits row (_native_sampling.pxi, greedy and sampling with scores),
+   vectorised (one exp per logit in a float64 chain was the cost of a step). */
+static double SJ_NAME(lse_f32)(const float *s, ptrdiff_t n, float *top) {
+    const float m = SJ_NAME(max_f32)(s, n);
     *top = m;
     return __builtin_log(SJ_NAME(sum_exp_f64)(s, n, m));
 }

@@ -63,3 +63,27 @@ def test_scores_normaliser_matches_float64_numpy(isa, v):
     m = x.astype(np.float64).max(axis=1)
     np.testing.assert_array_equal(top, x.max(axis=1))
     np.testing.assert_allclose(lse, np.log(np.exp(x - m[:, None]).sum(axis=1)), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("v", [1, 15, 16, 17, 1000])
+def test_nan_reported_wherever_it_sits(isa, v):
+    """A NaN is reported and its row left untouched whatever else the row holds: finite entries
+    (found through the sum of exp), +inf (the max is +inf), only -inf (the max is -inf), NaN alone,
+    and in the lanes' block or the tail past it."""
+    rows = []
+    for fill in (0.5, np.inf, -np.inf, np.nan):
+        for at in sorted({0, v // 2, v - 1}):
+            row = np.full(v, -np.inf, np.float32)
+            row[:: 2] = 0.25  # finite entries, or replaced below
+            if fill != 0.5:
+                row[:] = -np.inf if fill == -np.inf else row
+                if fill == np.inf:
+                    row[0 if at else v - 1] = np.inf
+                if fill != fill:
+                    row[:] = np.nan
+            row[at] = np.nan
+            rows.append(row)
+    x = np.stack(rows)
+    before = x.copy()
+    assert _native_vm.log_softmax_rows(x) == list(range(len(rows)))
+    np.testing.assert_array_equal(x, before)
