@@ -101,26 +101,57 @@ static void SJ_NAME(softmax_row)(float *s, int n, float scale) {
 /* sum of exp(s[i] - top) over s[0:n] in float64, over 8 independent lanes (log_softmax_f32, lse_f32) */
 static inline __attribute__((always_inline)) double SJ_NAME(sum_exp_f64)(const float *s, ptrdiff_t n, float top) {
     double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    const ptrdiff_t n8 = n - n % 8;
-    for (ptrdiff_t i = 0; i < n8; i += 8)
+    /* blocks of 128: 16 float lanes of 8 terms each, then into the float64 lanes (a float64 add per
+       term, the conversion with it, cost more than the exp) */
+    const ptrdiff_t nb = n - n % 128;
+    for (ptrdiff_t i = 0; i < nb; i += 128) {
+        float part[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        for (ptrdiff_t ii = i; ii < i + 128; ii += 16)
+            for (int j = 0; j < 16; j++) part[j] += SJ_NAME(exp)(s[ii + j] - top);
+        for (int j = 0; j < 8; j++) acc[j] += (double)part[j] + (double)part[j + 8];
+    }
+    const ptrdiff_t n8 = nb + (n - nb) / 8 * 8;
+    for (ptrdiff_t i = nb; i < n8; i += 8)
         for (int j = 0; j < 8; j++) acc[j] += (double)SJ_NAME(exp)(s[i + j] - top);
     for (ptrdiff_t i = n8; i < n; i++) acc[0] += (double)SJ_NAME(exp)(s[i] - top);
     return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
 
-/* max of s[0:n] over 16 independent lanes (NaN entries lose every comparison: ignored); vectorises
-   as vmaxps (log_softmax_f32, lse_f32) */
+/* max of s[0:n] (NaN entries lose every comparison: ignored), in GCC vectors of the variant's width
+   with two chains: the same loop over a float array ran scalar on every ISA (GCC would not
+   vectorise the select) (log_softmax_f32, lse_f32) */
+#if defined(__AVX512F__)
+#define SJ_ACT_VF 16
+#elif defined(__AVX2__)
+#define SJ_ACT_VF 8
+#else
+#define SJ_ACT_VF 4
+#endif
+typedef float SJ_NAME(act_vf) __attribute__((vector_size(SJ_ACT_VF * 4)));
+typedef float SJ_NAME(act_vfu) __attribute__((vector_size(SJ_ACT_VF * 4), aligned(4)));
+typedef int SJ_NAME(act_vi) __attribute__((vector_size(SJ_ACT_VF * 4)));
+static inline __attribute__((always_inline)) SJ_NAME(act_vf) SJ_NAME(vmax)(SJ_NAME(act_vf) x, SJ_NAME(act_vf) m) {
+    const SJ_NAME(act_vi) gt = x > m;
+    return (SJ_NAME(act_vf))(((SJ_NAME(act_vi))x & gt) | ((SJ_NAME(act_vi))m & ~gt));
+}
 static inline __attribute__((always_inline)) float SJ_NAME(max_f32)(const float *s, ptrdiff_t n) {
-    float top16[16];
-    for (int j = 0; j < 16; j++) top16[j] = -__builtin_inff();
-    const ptrdiff_t n16 = n - n % 16;
-    for (ptrdiff_t i = 0; i < n16; i += 16)
-        for (int j = 0; j < 16; j++) top16[j] = s[i + j] > top16[j] ? s[i + j] : top16[j];
+    const ptrdiff_t n2 = n - n % (2 * SJ_ACT_VF);
     float m = -__builtin_inff();
-    for (ptrdiff_t i = n16; i < n; i++) m = s[i] > m ? s[i] : m;
-    for (int j = 0; j < 16; j++) m = top16[j] > m ? top16[j] : m;
+    if (n2) {
+        SJ_NAME(act_vf) m0 = *(const SJ_NAME(act_vfu) *)s, m1 = *(const SJ_NAME(act_vfu) *)(s + SJ_ACT_VF);
+        m0 = SJ_NAME(vmax)(m0, (SJ_NAME(act_vf)){0} - __builtin_inff()); /* NaN lanes start at -inf */
+        m1 = SJ_NAME(vmax)(m1, (SJ_NAME(act_vf)){0} - __builtin_inff());
+        for (ptrdiff_t i = 2 * SJ_ACT_VF; i < n2; i += 2 * SJ_ACT_VF) {
+            m0 = SJ_NAME(vmax)(*(const SJ_NAME(act_vfu) *)(s + i), m0);
+            m1 = SJ_NAME(vmax)(*(const SJ_NAME(act_vfu) *)(s + i + SJ_ACT_VF), m1);
+        }
+        m0 = SJ_NAME(vmax)(m1, m0);
+        for (int j = 0; j < SJ_ACT_VF; j++) m = m0[j] > m ? m0[j] : m;
+    }
+    for (ptrdiff_t i = n2; i < n; i++) m = s[i] > m ? s[i] : m;
     return m;
 }
+#undef SJ_ACT_VF
 
 static inline int SJ_NAME(has_nan)(const float *s, ptrdiff_t n) {
     for (ptrdiff_t i = 0; i < n; i++)
