@@ -77,13 +77,17 @@ def test_choose_takes_the_first_path_that_accepts(marian_pair):
 
 
 def test_the_stream_declarations(marian_pair):
-    """``generate_stream``: the runner never streams; the native stream does not force tokens."""
+    """``generate_stream``: the runner never streams; the native stream forces a target_prefix and
+    the forced tokens, but not a forced first token that is the end token (its forced tokens never end
+    a row)."""
     _, model = marian_pair
     plain, forced = _answers(model, {}, 1, stream=True), _answers(model, dict(forced_bos_id=5), 1, stream=True)
     assert plain["runner"] and plain["native"] is None
-    assert "forced token" in forced["native"] and forced["python"] is None
-    prefixed = _answers(model, dict(target_prefix=((5,),)), 1, stream=True)
-    assert "target_prefix" in prefixed["native"] and prefixed["python"] is None
+    assert forced["native"] is None
+    ended = _answers(model, dict(forced_bos_id=model.eos_id), 1, stream=True)
+    assert "a forced first token that is the end token" in ended["native"] and ended["python"] is None
+    prefixed = _answers(model, dict(target_prefix=((5,),), forced_bos_id=5, forced_eos_id=7), 1, stream=True)
+    assert prefixed["native"] is None
 
 
 def test_a_larger_batch_is_declined_by_the_runner_only(marian_pair):
