@@ -37,10 +37,11 @@ TABLE = [
     (dict(end_token=7, beam_size=2), PYTHON_ONLY, False),
     (dict(return_end_token=True), PYTHON_ONLY, False),
     (dict(max_input_length=4, truncate_input=True), ALL, True),  # applied to the batch, before any path
-    (dict(target_prefix=((5, 6), ())), ALL, False),  # the native loops force it
-    (dict(target_prefix=((5,), (7,)), sampling_topk=0, seed=1), ALL, False),
+    (dict(target_prefix=((5, 6), ())), ALL, True),  # the native loops and the device greedy loop force it
+    (dict(target_prefix=((5,), (7,)), sampling_topk=0, seed=1), ALL, True),
+    (dict(target_prefix=((5, 0), ())), ALL, True),  # an end token inside a prefix
     (dict(target_prefix=((5,), ()), forced_bos_id=5), PYTHON_ONLY, False),
-    (dict(target_prefix=((5,), ()), beam_size=2), ALL, False),
+    (dict(target_prefix=((5,), ()), beam_size=2), ALL, False),  # the device beam step forces no token
     (dict(target_prefix=((5, 0), ()), beam_size=2), PYTHON_ONLY, False),  # an end token inside a prefix
 ]
 

@@ -6,7 +6,7 @@ alone). Greedy search, sampling and beam search run on the device (:mod:`seqjit.
 :mod:`seqjit.gpu.beam`): only the source ids go up, and only token ids (and scores / attention when
 asked) come back. What the device loops do not cover runs the CPU decoding loops on the device
 model, whose ``step`` then brings each step's logits to the host: a ``callback``, beam search with
-``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, a forced token, a ``target_prefix``, and sampling with a top-k
+``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, a forced token, a ``target_prefix`` in beam search (greedy search and sampling force it on the device), and sampling with a top-k
 above :data:`~seqjit.kernels.sampling.cuda.SAMPLE_MAX_K` or top-p without a top-k filter.
 """
 from __future__ import annotations
@@ -34,8 +34,8 @@ def supports(opts, callback, vocab: int) -> str | None:
         return "end_token or return_end_token"
     if opts.forces_tokens:
         return "a forced token"
-    if opts.prefixed:
-        return "a target_prefix"
+    if opts.prefixed and opts.beam_size > 1:
+        return "a target_prefix in beam search (the device beam step forces no token)"
     if opts.step_rules:
         return "a step-dependent suppression rule"
     if opts.sampling:
@@ -81,7 +81,7 @@ def _decode(model, state, opts, suppressed, callback, sources, on_device: bool, 
     if on_device:
         if opts.beam_size > 1:
             return beam_search(model, state, opts, suppressed)
-        return greedy_search(model, state, opts, suppressed, sources)
+        return greedy_search(model, state, opts, suppressed, sources, prefix)
     if opts.beam_size > 1:
         return host_beam_search(model, state, opts, suppressed=suppressed, prefix=prefix)
     return drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
