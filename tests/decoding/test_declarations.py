@@ -37,11 +37,11 @@ TABLE = [
     (dict(end_token=7, beam_size=2), PYTHON_ONLY, False),
     (dict(return_end_token=True), PYTHON_ONLY, False),
     (dict(max_input_length=4, truncate_input=True), ALL, True),  # applied to the batch, before any path
-    (dict(target_prefix=((5, 6), ())), ALL, True),  # the native loops and the device greedy loop force it
+    (dict(target_prefix=((5, 6), ())), ALL, True),  # the native loops and the device loops force it
     (dict(target_prefix=((5,), (7,)), sampling_topk=0, seed=1), ALL, True),
     (dict(target_prefix=((5, 0), ())), ALL, True),  # an end token inside a prefix
     (dict(target_prefix=((5,), ()), forced_bos_id=5), PYTHON_ONLY, False),
-    (dict(target_prefix=((5,), ()), beam_size=2), ALL, False),  # the device beam step forces no token
+    (dict(target_prefix=((5,), ()), beam_size=2), ALL, True),
     (dict(target_prefix=((5, 0), ()), beam_size=2), PYTHON_ONLY, False),  # an end token inside a prefix
 ]
 
@@ -64,7 +64,7 @@ def test_each_path_declares_what_it_decodes(marian_pair, options, cpu, device):
     from seqjit.gpu.generate import supports
 
     opts = resolve_rules(model, parse_options({k: v for k, v in options.items() if k != "callback"}))
-    declined = supports(opts, options.get("callback"), model.target_vocab_size)
+    declined = supports(opts, options.get("callback"), model.target_vocab_size, model.eos_id)
     assert (declined is None) == device, declined
 
 

@@ -2,7 +2,8 @@
 prefix forced per row by a device kernel, then free decoding; the ids and scores of the CPU's native
 decode (itself tested against transformers and CTranslate2 in tests/decoding/test_target_prefix.py)
 for sources with prefixes of mixed lengths, none, one holding the end token, one as long as
-max_length. The device beam search declines a prefix (pinned here)."""
+max_length; beam search likewise, but for a prefix holding the end token, which it declines
+(pinned here)."""
 import numpy as np
 import pytest
 
@@ -66,11 +67,25 @@ def test_a_suppressed_prefix_token_is_still_forced(pair, device_loops):
     np.testing.assert_allclose([r.scores for r in got], [r.scores for r in want], rtol=0, atol=1e-5)
 
 
-def test_device_beam_search_declines_a_prefix(pair):
-    _, gpu = pair
-    spec = seqjit.decoding.DecodingOptions(beam_size=2, target_prefix=([5], None)).validate()
+@pytest.mark.parametrize("options", [dict(), dict(length_penalty=1.0, num_hypotheses=2, min_length=2)])
+def test_device_beam_search_forces_the_prefix_as_the_cpu(pair, monkeypatch, options):
+    """Every beam of a source forced on the device; the CPU native beam search's hypotheses and scores.
+    A prefix holding the end token is declined by name (the CPU loops on the device model run it)."""
+    cpu, gpu = pair
+    seen, real = [], device_generate.beam_search
+    monkeypatch.setattr(device_generate, "beam_search", lambda *a: seen.append(a[4]) or real(*a))
+    plain = [p if EOS not in (p or []) else p[:1] for p in PREFIXES]
+    plain[4] = [4, 4, 4, 5]  # as long as max_length
+    options = dict(beam_size=2, max_length=MAX_LENGTH, return_scores=True, target_prefix=plain, **options)
+    want, got = cpu.generate(SOURCES, **options), gpu.generate(SOURCES, max_batch_size=3, **options)
+    assert len(seen) == 2 and all(p is not None for p in seen)
+    for i, (a, b, p) in enumerate(zip(got, want, plain)):
+        assert a.ids == b.ids, f"source {i}"
+        assert all(h[:len(p or [])] == list(p or []) for h in a.ids)
+        np.testing.assert_allclose(a.scores, b.scores, rtol=0, atol=1e-5, err_msg=f"source {i}")
+    spec = seqjit.decoding.DecodingOptions(beam_size=2, target_prefix=([5, EOS], None)).validate()
     choice = choose(gpu, spec, rows=2)
-    assert choice.path != "device" and "a target_prefix in beam search" in choice.why
+    assert choice.path != "device" and "a target_prefix holding the end token in beam search" in choice.why
 
 
 def test_prefix_kernels_match_the_reference(pair):
