@@ -9,8 +9,9 @@ block then reduces the ``T`` candidates through shared memory to the index numpy
 :mod:`spec`). Host arrays in -> host array out; a device array in -> device array out.
 
 ``ban_tokens``, ``repetition_penalty``, ``no_repeat_ngram`` (a thread per row and history) and
-``greedy_advance`` (a block per row when scores are kept: the log-softmax of the chosen token) work
-on device arrays in place; see :mod:`.reference`.
+``greedy_advance`` (a block per row when scores are kept: the log-softmax of the chosen token),
+``force_prefix`` and ``prefix_running`` (a ``target_prefix``: a thread per score, per row) work on
+device arrays in place; see :mod:`.reference`.
 """
 from __future__ import annotations
 
@@ -243,4 +244,41 @@ def greedy_advance(scores, tokens, eos_id, t, done, history, total=None):
     else:
         _advance_scored[rows, _cuda.row_threads(scores.shape[1], T)](
             scores, tokens, int(eos_id), int(t), done, history, total)
+    return done
+
+
+@cuda.jit
+def _force(scores, prefix, t):
+    idx = cuda.grid(1)
+    rows, vocab = scores.shape
+    if idx >= rows * vocab:
+        return
+    r = idx // vocab
+    j = idx - r * vocab
+    tok = prefix[r, t]
+    if tok >= 0:
+        scores[r, j] = float32(0.0) if j == tok else _NEG_INF
+
+
+@cuda.jit
+def _running(done, prefix, t):
+    r = cuda.grid(1)
+    if r < done.shape[0] and prefix[r, t] >= 0:
+        done[r] = 0
+
+
+def force_prefix(scores, prefix, t):
+    """Device ``scores`` [R, V] with each row forced at step ``t`` by the device ``prefix`` [R, P]
+    (see :mod:`.reference`), in place; nothing runs when ``t >= P``."""
+    n = scores.shape[0] * scores.shape[1]
+    if t < prefix.shape[1] and n:
+        _force[_cuda.grid_1d(n, 256)](scores, prefix, int(t))
+    return scores
+
+
+def prefix_running(done, prefix, t):
+    """Device ``done`` [R] cleared for the rows forced at step ``t`` (see :mod:`.reference`)."""
+    rows = done.shape[0]
+    if t < prefix.shape[1] and rows:
+        _running[_cuda.grid_1d(rows, 64)](done, prefix, int(t))
     return done

@@ -78,3 +78,22 @@ def greedy_advance(scores, tokens, eos_id, t, done, history, total=None):
         total += np.where(done != 0, 0.0, logp)
     done[:] = (done != 0) | (tokens == eos_id)
     return done
+
+
+def force_prefix(scores, prefix, t):
+    """Each row r with ``prefix[r, t]`` >= 0 (``prefix``: int64 [R, P], -1 past a row's
+    ``target_prefix``; no row when ``t >= P``): every score -inf but that token's, 0, as
+    :func:`seqjit.decoding.prefix.force`."""
+    if t < prefix.shape[1]:
+        rows = np.flatnonzero(prefix[:, t] >= 0)
+        scores[rows] = -np.inf
+        scores[rows, prefix[rows, t]] = 0
+    return scores
+
+
+def prefix_running(done, prefix, t):
+    """After :func:`greedy_advance` at step ``t``: the rows forced at t (``prefix[r, t]`` >= 0) not
+    done (an end token of a ``target_prefix`` does not end its row)."""
+    if t < prefix.shape[1]:
+        done[prefix[:, t] >= 0] = 0
+    return done

@@ -37,10 +37,11 @@ TABLE = [
     (dict(end_token=7, beam_size=2), PYTHON_ONLY, False),
     (dict(return_end_token=True), PYTHON_ONLY, False),
     (dict(max_input_length=4, truncate_input=True), ALL, True),  # applied to the batch, before any path
-    (dict(target_prefix=((5, 6), ())), ALL, False),  # the native loops force it
-    (dict(target_prefix=((5,), (7,)), sampling_topk=0, seed=1), ALL, False),
+    (dict(target_prefix=((5, 6), ())), ALL, True),  # the native loops and the device loops force it
+    (dict(target_prefix=((5,), (7,)), sampling_topk=0, seed=1), ALL, True),
+    (dict(target_prefix=((5, 0), ())), ALL, True),  # an end token inside a prefix
     (dict(target_prefix=((5,), ()), forced_bos_id=5), PYTHON_ONLY, False),
-    (dict(target_prefix=((5,), ()), beam_size=2), ALL, False),
+    (dict(target_prefix=((5,), ()), beam_size=2), ALL, True),
     (dict(target_prefix=((5, 0), ()), beam_size=2), PYTHON_ONLY, False),  # an end token inside a prefix
 ]
 
@@ -63,7 +64,7 @@ def test_each_path_declares_what_it_decodes(marian_pair, options, cpu, device):
     from seqjit.gpu.generate import supports
 
     opts = resolve_rules(model, parse_options({k: v for k, v in options.items() if k != "callback"}))
-    declined = supports(opts, options.get("callback"), model.target_vocab_size)
+    declined = supports(opts, options.get("callback"), model.target_vocab_size, model.eos_id)
     assert (declined is None) == device, declined
 
 
@@ -77,13 +78,17 @@ def test_choose_takes_the_first_path_that_accepts(marian_pair):
 
 
 def test_the_stream_declarations(marian_pair):
-    """``generate_stream``: the runner never streams; the native stream does not force tokens."""
+    """``generate_stream``: the runner never streams; the native stream forces a target_prefix and
+    the forced tokens, but not a forced first token that is the end token (its forced tokens never end
+    a row)."""
     _, model = marian_pair
     plain, forced = _answers(model, {}, 1, stream=True), _answers(model, dict(forced_bos_id=5), 1, stream=True)
     assert plain["runner"] and plain["native"] is None
-    assert "forced token" in forced["native"] and forced["python"] is None
-    prefixed = _answers(model, dict(target_prefix=((5,),)), 1, stream=True)
-    assert "target_prefix" in prefixed["native"] and prefixed["python"] is None
+    assert forced["native"] is None
+    ended = _answers(model, dict(forced_bos_id=model.eos_id), 1, stream=True)
+    assert "a forced first token that is the end token" in ended["native"] and ended["python"] is None
+    prefixed = _answers(model, dict(target_prefix=((5,),), forced_bos_id=5, forced_eos_id=7), 1, stream=True)
+    assert prefixed["native"] is None
 
 
 def test_a_larger_batch_is_declined_by_the_runner_only(marian_pair):

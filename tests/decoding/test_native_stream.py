@@ -77,13 +77,26 @@ def test_a_step_plan_without_native_form_streams_from_the_python_loop(pairs, mon
     assert not steppers
 
 
-def test_forced_tokens_stream_through_the_python_loop(pairs, steppers):
-    """The native stepper applies no forced-token rule: with one, the Python loop streams, and the
-    forced tokens come first and last."""
-    native, _, high = pairs["marian"]
+@pytest.mark.parametrize("forced", [dict(forced_bos_id=7, forced_eos_id=9), dict(forced_eos_id=0),
+                                    dict(forced_bos_id=7, forced_eos_id=9, max_length=1)])
+def test_forced_tokens_stream_natively(pairs, steppers, forced):
+    """The stepper forces the forced-token rules as the Python loop does: the forced tokens first and
+    last (log-probability 0), the same steps; a forced first token that is the end token streams from
+    the Python loop."""
+    native, python, high = pairs["marian"]
     source = list(rng.integers(3, high, 6))
-    tokens = [t.token for t in native.generate_stream(source, max_length=5, forced_bos_id=7, forced_eos_id=9)]
-    assert not steppers
-    assert tokens[0] == 7 and tokens[-1] in (9, native.eos_id)
-    assert tokens == native.generate([source], max_length=5, forced_bos_id=7, forced_eos_id=9)[0].ids[0] + \
+    opts = {"max_length": 5, **forced}
+    got = list(native.generate_stream(source, **opts))
+    assert steppers
+    want = list(python.generate_stream(source, **opts))
+    assert [(t.token, t.step, t.is_last) for t in got] == [(t.token, t.step, t.is_last) for t in want]
+    np.testing.assert_allclose([t.log_prob for t in got], [t.log_prob for t in want], rtol=1e-5, atol=1e-5)
+    tokens = [t.token for t in got]
+    if "forced_bos_id" in forced and opts["max_length"] > 1:
+        assert tokens[0] == 7 and got[0].log_prob == 0.0
+    assert tokens[-1] == opts["forced_eos_id"] or tokens[-1] == native.eos_id
+    assert tokens == native.generate([source], **opts)[0].ids[0] + \
         ([native.eos_id] if tokens[-1] == native.eos_id else [])
+    steppers.clear()
+    ended = [t.token for t in native.generate_stream(source, max_length=5, forced_bos_id=native.eos_id)]
+    assert not steppers and ended == [native.eos_id]

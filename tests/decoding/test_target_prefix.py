@@ -174,8 +174,8 @@ def test_a_prefix_as_long_as_max_length_is_the_hypothesis(marian, beam):
 
 def test_which_paths_force_a_prefix(marian):
     """The runner and the native decode (greedy search, sampling, beam search) force the prefix in
-    their loops (native beam search declines a prefix holding an end token); the native stream
-    forces none. Prefixes that are all empty decode as without them."""
+    their loops (native beam search declines a prefix holding an end token); the native stream:
+    test_stream_prefix. Prefixes that are all empty decode as without them."""
     _, model, _ = marian
     sources = _sources(3)
     for beam in (1, 4):

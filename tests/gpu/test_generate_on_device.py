@@ -159,9 +159,9 @@ def test_the_source_ids_are_checked_once_per_call(pairs, monkeypatch, options):
 
 
 @pytest.mark.parametrize("options", [dict(), dict(beam_size=2)])
-def test_a_target_prefix_runs_the_host_loops_on_the_device_model(pairs, options):
-    """The device loops decline a target_prefix (the CPU loops on the device model decode it): the
-    CPU path's ids and scores, the prefixes moving with their sources (sorted by length)."""
+def test_a_target_prefix_on_the_device_model(pairs, options):
+    """Greedy search and beam search force a target_prefix in the device loops (test_prefix_on_device):
+    the CPU path's ids and scores, the prefixes moving with their sources (sorted by length)."""
     cpu, gpu = pairs["transformer"]
     prefixes = [[5, 6], None, [7], []]
     options = dict(max_length=5, return_scores=True, target_prefix=prefixes, **options)

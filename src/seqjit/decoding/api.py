@@ -227,8 +227,9 @@ def generate_stream(model, source, **options):
     """Yield :class:`StepToken` for one source as each token is produced (greedy or sampling).
 
     Each step runs in one native call (:mod:`~seqjit.decoding.native_stream`) where native greedy
-    search would; with a repetition penalty, an n-gram ban or ``return_attention``, or a step plan
-    that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
+    search would (a ``target_prefix`` and forced tokens included: their tokens are yielded too, so the
+    streamed ids are ``generate``'s); with a repetition penalty, an n-gram ban or ``return_attention``,
+    or a step plan that does not lower, the Python loop streams (the same tokens: sampling draws from the stream of
     source row 0, as ``generate([source])``). Other keywords: as :func:`generate`."""
     options = given_options(options)
     opts = resolve_rules(model, parse_options(options))
@@ -244,7 +245,7 @@ def generate_stream(model, source, **options):
     try:
         tokens = None
         if choose(model, opts, rows=1, max_batch_size=1, stream=True).path == NATIVE:
-            tokens = native_stream(model, state, opts, opts.suppressed)
+            tokens = native_stream(model, state, opts, opts.suppressed, batch.prefix)
         if tokens is None:
             tokens = greedy_search(model, state, opts, suppressed=opts.suppressed, prefix=batch.prefix)
         yield from tokens

@@ -73,11 +73,9 @@ def supports(request) -> str | None:
         return "a repetition penalty"
     if options.no_repeat_ngram_size:
         return "an n-gram ban"
-    if request.stream and options.forces_tokens:
-        return "a forced token (the native stream does not force tokens)"
-    if options.prefixed and request.stream:
-        return "a target_prefix (the native stream forces none)"
-    if options.prefixed and options.forced_bos_id is not None:
+    if request.stream and options.forced_bos_id is not None and options.forced_bos_id == int(request.model.eos_id):
+        return "a forced first token that is the end token (the native stream's forced tokens never end it)"
+    if options.prefixed and options.forced_bos_id is not None and not request.stream:
         return "a target_prefix with a forced first token"
     return None
 

@@ -25,13 +25,18 @@ from seqjit.kernels.softmax.cuda import log_softmax
 MAX_BEAM = bk.MAX_K
 
 
-def beam_search(model, state, options, suppressed: tuple):
-    """Results for every source row of a fresh device ``state`` (see the module docstring)."""
+def beam_search(model, state, options, suppressed: tuple, prefix=None):
+    """Results for every source row of a fresh device ``state`` (see the module docstring).
+    ``prefix``: each source's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`, holding
+    no end token: :func:`seqjit.gpu.generate.supports`), or None: every beam of a source forced on
+    the device (:func:`~seqjit.kernels.decode_step.cuda.force_prefix`), last among the processors."""
     runtime = model.device_runtime
     n_src, K, eos, max_len = state.batch, options.beam_size, model.eos_id, options.max_length
     lp = float(options.length_penalty)
     state.reorder(np.repeat(np.arange(n_src), K))  # the K beams of each source (the one upload of ids)
     R = n_src * K
+    width = 0 if prefix is None else prefix.shape[1]
+    dev_prefix = None if prefix is None else _cuda.to_device(np.ascontiguousarray(np.repeat(prefix, K, axis=0)))
     sup = runtime.suppressed(suppressed)
     tokens = layout.fill(_cuda.device_empty((R,), np.int64), model.decoder_start_id)
     run = [layout.zeros((n_src, K, max_len), np.int64) for _ in range(2)]
@@ -60,6 +65,8 @@ def beam_search(model, state, options, suppressed: tuple):
         if options.no_repeat_ngram_size > 0:
             dk.no_repeat_ngram(logp, model.decoder_start_id, history, t, options.no_repeat_ngram_size)
         dk.ban_tokens(logp, sup, eos if t < options.min_length else -1)
+        if t < width:
+            dk.force_prefix(logp, dev_prefix, t)
         bk.beam_topk(logp, run_scores, active, 2 * K, cand_scores, cand_index)
         bk.beam_advance(cand_scores, cand_index, logp.shape[1], t, max_len, eos, np.float32((t + 1) ** lp),
                         run[cur], run[1 - cur], run_scores, fin[cur], fin[1 - cur], fin_len, fin_scores, fin_done,

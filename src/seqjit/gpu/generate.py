@@ -6,7 +6,8 @@ alone). Greedy search, sampling and beam search run on the device (:mod:`seqjit.
 :mod:`seqjit.gpu.beam`): only the source ids go up, and only token ids (and scores / attention when
 asked) come back. What the device loops do not cover runs the CPU decoding loops on the device
 model, whose ``step`` then brings each step's logits to the host: a ``callback``, beam search with
-``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, a forced token, a ``target_prefix``, and sampling with a top-k
+``return_attention``, beams wider than :data:`~seqjit.gpu.beam.MAX_BEAM`, a forced token, a ``target_prefix`` holding the end token in beam search (the device loops force
+the others), and sampling with a top-k
 above :data:`~seqjit.kernels.sampling.cuda.SAMPLE_MAX_K` or top-p without a top-k filter.
 """
 from __future__ import annotations
@@ -24,7 +25,7 @@ from .beam import MAX_BEAM, beam_search
 from .greedy import greedy_search
 
 
-def supports(opts, callback, vocab: int) -> str | None:
+def supports(opts, callback, vocab: int, eos: int = -1) -> str | None:
     """The device loops' declaration: what in ``opts`` they do not decode (then the CPU loops run on
     the device model), in words; None when they decode it all. The device runtime's ``supports``,
     which :func:`seqjit.decoding.strategy.choose` reads."""
@@ -34,8 +35,8 @@ def supports(opts, callback, vocab: int) -> str | None:
         return "end_token or return_end_token"
     if opts.forces_tokens:
         return "a forced token"
-    if opts.prefixed:
-        return "a target_prefix"
+    if opts.prefixed and opts.beam_size > 1 and any(eos in p for p in opts.target_prefix):
+        return "a target_prefix holding the end token in beam search (the device beam step would end there)"
     if opts.step_rules:
         return "a step-dependent suppression rule"
     if opts.sampling:
@@ -80,8 +81,8 @@ def generate(model, sources, *, lengths=None, max_batch_size: int = 64, callback
 def _decode(model, state, opts, suppressed, callback, sources, on_device: bool, prefix=None) -> list:
     if on_device:
         if opts.beam_size > 1:
-            return beam_search(model, state, opts, suppressed)
-        return greedy_search(model, state, opts, suppressed, sources)
+            return beam_search(model, state, opts, suppressed, prefix)
+        return greedy_search(model, state, opts, suppressed, sources, prefix)
     if opts.beam_size > 1:
         return host_beam_search(model, state, opts, suppressed=suppressed, prefix=prefix)
     return drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from seqjit.decoding import prefix as prefixes
 from seqjit.decoding.results import GenerationResult
 from seqjit.errors import NothingGenerable
 from seqjit.kernels import _cuda
@@ -26,9 +27,12 @@ from seqjit.kernels.sampling import cuda as sampling
 from seqjit.kernels.sampling import philox
 
 
-def greedy_search(model, state, options, suppressed: tuple, sources=None):
+def greedy_search(model, state, options, suppressed: tuple, sources=None, prefix=None):
     """Results for every row of a fresh device ``state`` (see the module docstring); ``sources``: each
-    row's index in the caller's batch (what sampling draws are keyed by; default the row itself)."""
+    row's index in the caller's batch (what sampling draws are keyed by; default the row itself);
+    ``prefix``: each row's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`, or None),
+    uploaded once and forced last among the processors at the steps it covers
+    (:func:`~seqjit.kernels.decode_step.cuda.force_prefix`), its end tokens not ending a row."""
     runtime = model.device_runtime
     batch, eos, max_len = state.batch, model.eos_id, options.max_length
     want_scores, want_attn = options.return_scores, options.return_attention
@@ -40,6 +44,9 @@ def greedy_search(model, state, options, suppressed: tuple, sources=None):
             raise ValueError(f"sources must have one index per row ({batch}), got shape {list(rows.shape)}")
         dev_sources = _cuda.to_device(np.ascontiguousarray(rows))
     sup = runtime.suppressed(suppressed)
+    plen = prefixes.lengths(prefix, batch)
+    dev_prefix = None if prefix is None else _cuda.to_device(np.ascontiguousarray(prefix, np.int64))
+    width = 0 if prefix is None else prefix.shape[1]
     tokens = layout.fill(_cuda.device_empty((batch,), np.int64), model.decoder_start_id)
     history = _cuda.device_empty((batch, max_len), np.int64)
     done = layout.zeros((batch,), np.int32)
@@ -52,7 +59,8 @@ def greedy_search(model, state, options, suppressed: tuple, sources=None):
         logits, attention = runtime.run_step(model, state, tokens, want_attn)
         ban = eos if t < options.min_length else -1
         scores = logits
-        if processed or want_scores:
+        forcing = t < width
+        if processed or want_scores or forcing:
             if scratch is None:
                 scratch = _cuda.device_empty(tuple(logits.shape), logits.dtype)
             scores = layout.copy(logits, scratch)
@@ -61,6 +69,8 @@ def greedy_search(model, state, options, suppressed: tuple, sources=None):
             if options.no_repeat_ngram_size > 0:
                 dk.no_repeat_ngram(scores, model.decoder_start_id, history, t, options.no_repeat_ngram_size)
             dk.ban_tokens(scores, sup, ban)
+            if forcing:
+                dk.force_prefix(scores, dev_prefix, t)
             if options.sampling:
                 sampling.sample_rows(scores, temperature=options.sampling_temperature, topk=options.sampling_topk,
                                      topp=options.sampling_topp, seed=seed, sources=dev_sources, step=t,
@@ -71,21 +81,24 @@ def greedy_search(model, state, options, suppressed: tuple, sources=None):
             dk.greedy_argmax(logits, suppressed=sup, eos_id=eos if ban >= 0 else -1, step=0,
                              min_length=1 if ban >= 0 else 0, out=tokens)
         dk.greedy_advance(scores, tokens, eos, t, done, history, total)
+        if forcing:
+            dk.prefix_running(done, dev_prefix, t)
         step_ids = tokens.copy_to_host()  # the step's one transfer: B ids
-        _check_some_left(step_ids, ~finished, scores, suppressed, eos if ban >= 0 else None, t, options.sampling)
+        free = ~finished & (t >= plen)  # a forced row has its token whatever the bans
+        _check_some_left(step_ids, free, scores, suppressed, eos if ban >= 0 else None, t, options.sampling)
         step_attn = attention.copy_to_host() if want_attn else None
         for r in np.flatnonzero(~finished):
             ids[r].append(int(step_ids[r]))
             if want_attn:
                 attn[r].append(step_attn[r])
-            if step_ids[r] == eos or t + 1 >= max_len:
+            if (step_ids[r] == eos and t >= plen[r]) or t + 1 >= max_len:
                 finished[r] = True
         if finished.all():
             break
     scores_host = total.copy_to_host() if want_scores else None
     results = []
     for r in range(batch):
-        row = ids[r][:-1] if ids[r] and ids[r][-1] == eos else ids[r]
+        row = ids[r][:-1] if len(ids[r]) > plen[r] and ids[r][-1] == eos else ids[r]
         results.append(GenerationResult([row], [float(scores_host[r])] if want_scores else None,
                                         [np.stack(attn[r]).astype(np.float32)] if want_attn else None))
     return results

@@ -44,7 +44,7 @@ class DeviceRuntime:
         not decode, in words; None when they decode it all (:func:`seqjit.gpu.generate.supports`)."""
         from .generate import supports
 
-        return supports(options, callback, model.target_vocab_size or 0)
+        return supports(options, callback, model.target_vocab_size or 0, int(model.eos_id))
 
     # -- starting a decode -----------------------------------------------------------------------
     def start(self, model, src_ids, src_lengths, max_length: int) -> DeviceDecoderState:

@@ -213,10 +213,15 @@ def sample(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev
 cdef class Stepper:
     """One source decoded a token per call (for streaming): :meth:`next` runs the step program, chooses
     the token as :func:`sample` does (greedy with ``topk == 1``), feeds it back and runs
-    ``writeback``. The arguments are :func:`sample`'s, checked once; ``logits`` has one row."""
+    ``writeback``. The arguments are :func:`sample`'s, checked once; ``logits`` has one row.
+    ``forced`` (None or int64 [1, P]): the token at step t < P is ``forced[0, t]`` where that is not -1
+    (a ``target_prefix``, as in :func:`greedy`: log-probability 0, never the last unless at
+    ``max_length``)."""
 
     cdef Program step, writeback
-    cdef cnp.ndarray logits, prev, stepv, banned
+    cdef cnp.ndarray logits, prev, stepv, banned, forced
+    cdef int64_t* fp
+    cdef int fw
     cdef SjChoice o
     cdef SjCand* cand
     cdef float* buf
@@ -230,13 +235,16 @@ cdef class Stepper:
 
     def __init__(self, Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, cnp.ndarray stepv,
                  cnp.ndarray banned, int eos, int min_length, int max_length, int nthreads, long long source,
-                 unsigned long long seed, double temperature, Py_ssize_t topk, double topp):
+                 unsigned long long seed, double temperature, Py_ssize_t topk, double topp, cnp.ndarray forced=None):
         _check_logits(logits, prev, stepv)
         if logits.shape[0] != 1:
             raise ValueError(f"logits must have one row (one source), got {logits.shape[0]}")
         if source < 0 or max_length < 1:
             raise ValueError(f"source must be >= 0 and max_length >= 1, got {source} and {max_length}")
         self.V = <int>logits.shape[1]
+        self.fw = _forced_width(forced, 1, self.V)
+        self.forced = forced
+        self.fp = <int64_t*>cnp.PyArray_DATA(forced) if self.fw else NULL
         _check_choice(&self.o, self.V, banned, eos, min_length, temperature, topk, topp, seed)
         self.step, self.writeback, self.logits, self.prev, self.stepv, self.banned = \
             step, writeback, logits, prev, stepv, banned
@@ -255,13 +263,18 @@ cdef class Stepper:
         cdef int rc = 0, team, t = self.t
         cdef Py_ssize_t best = 0
         cdef double logp = 0
+        cdef bint prefixed = t < self.fw and self.fp[t] >= 0
         if self.done:
             raise StopIteration
         with nogil:
             team = self.step._hold_team(self.nthreads)
             self.writeback.team_nt = self.step.team_nt
             rc = self.step._run_held(self.nthreads, team)
-            if rc == 0:
+            if rc == 0 and prefixed:  # a prefix token: a NaN step is still an error
+                best = self.fp[t]
+                if sj_argmax_row(<float*>cnp.PyArray_DATA(self.logits), self.V) < 0:
+                    rc = ERR_NAN
+            elif rc == 0:
                 best = _choose(<float*>cnp.PyArray_DATA(self.logits), self.V, t, self.source, &self.o,
                                self.cand, self.buf, &logp)
                 if best < 0:
@@ -279,7 +292,7 @@ cdef class Stepper:
                 raise_nan(t, 0, rc)
             (self.step if self.step.err else self.writeback).raise_error()
         self.t = t + 1
-        self.done = best == self.o.eos or self.t >= self.T
+        self.done = (best == self.o.eos and not prefixed) or self.t >= self.T
         return best, logp, self.done
 
 
