@@ -156,3 +156,18 @@ def test_beam_search_at_two_threads_splits_its_sources_and_equals_one_thread(tin
     for got in two:
         assert [r.ids for r in got] == [r.ids for r in one]
         assert [r.scores for r in got] == [r.scores for r in one]
+
+
+def test_beam_at_two_threads_equals_one_thread(tiny, with_threads, marian_sources):
+    """Beam search holding the team splits each step's per-source work and its state reorder into
+    two halves of the sources (graph/_native_beam.pxi), each half its own scratch: the results are
+    the single-thread ones (which test_native_beam.py checks against the Python loop)."""
+    srcs = marian_sources(7, seed=4)
+    opts = dict(max_length=14, beam_size=4, num_hypotheses=2, length_penalty=0.7, return_scores=True)
+    one = with_threads(1, lambda: tiny.generate(srcs, **opts))
+    before = _native_vm.team_counts()[0]
+    two = with_threads(2, lambda: [tiny.generate(srcs, **opts) for _ in range(2)])  # the second takes the team
+    assert _native_vm.team_counts()[0] > before
+    for got in two:
+        assert [r.ids for r in got] == [r.ids for r in one]
+        assert [r.scores for r in got] == [r.scores for r in one]

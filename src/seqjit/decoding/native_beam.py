@@ -56,8 +56,9 @@ def _layout(time_axes: dict, names, arrays) -> np.ndarray:
 
 
 def _scratch(K: int, arrays) -> np.ndarray:
-    """Room for K rows of the widest state array (the reorder gathers a source's moved rows there)."""
-    return np.empty(K * max([a.strides[0] for a in arrays] + [8]), np.uint8)
+    """Room for K rows of the widest state array, twice (the reorder gathers a source's moved rows
+    there; the two halves of the sources each their own at 2 threads)."""
+    return np.empty(2 * K * max([a.strides[0] for a in arrays] + [8]), np.uint8)
 
 
 class BeamSearch:

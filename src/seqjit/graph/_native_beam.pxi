@@ -76,6 +76,32 @@ cdef struct _BeamSources:
     int nan_row[2]
 
 
+cdef struct _Reorder:
+    # one step's state reorder over sources [0, mid) as part 0 and [mid, S) as part 1 (each part
+    # its own half of the scratch), so a run holding the team of two splits the copies
+    int S, K, mid, n_state, t
+    char** bases
+    Py_ssize_t* row_bytes
+    int64_t* lay
+    int32_t* act
+    int64_t* parent
+    char* scr[2]
+
+
+cdef void _reorder_sources(void* ctx, int part) noexcept nogil:
+    """Part ``part`` of a step's reorder (_Reorder): the state rows of each active source follow
+    their beams (positions 0 .. t - 1 of a time axis are in use)."""
+    cdef _Reorder* j = <_Reorder*>ctx
+    cdef int i, s, s0 = 0 if part == 0 else j.mid, s1 = j.mid if part == 0 else j.S
+    cdef Py_ssize_t used
+    for i in range(j.n_state):
+        used = j.lay[i * 3 + 2] * j.t if j.lay[i * 3 + 2] else j.lay[i * 3 + 1]
+        for s in range(s0, s1):
+            if j.act[s]:
+                _reorder_rows(j.bases[i], j.row_bytes[i], j.lay[i * 3], j.lay[i * 3 + 1], used,
+                              j.parent + s * j.K, j.K, <Py_ssize_t>s * j.K, j.scr[part])
+
+
 cdef void _beam_sources(void* ctx, int part) noexcept nogil:
     """Part ``part`` of a step's per-source work (_BeamSources): the sources of one part touch only
     their own rows of every array, so the two parts may run at once."""
@@ -170,6 +196,9 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
     if layout.shape[0] != n_state or layout.shape[1] != 3:
         raise ValueError("layout must be int64 [len(state), 3]")
     cdef Py_ssize_t pw = _forced_width(prefix, S, V)
+    cdef Py_ssize_t half = K * max([(<cnp.ndarray>a).strides[0] for a in state] + [8])
+    if scratch.dtype.num != cnp.NPY_UINT8 or scratch.ndim != 1 or scratch.shape[0] < 2 * half:
+        raise ValueError(f"scratch must be uint8 [>= {2 * half}]: two halves of K rows of the widest state array")
     cdef char** bases = <char**>malloc((n_state + 1) * sizeof(char*))
     cdef Py_ssize_t* row_bytes = <Py_ssize_t*>malloc((n_state + 1) * sizeof(Py_ssize_t))
     cdef float* cand_s = <float*>malloc(2 * 2 * K * sizeof(float))
@@ -184,7 +213,6 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
         bases[i] = <char*>cnp.PyArray_DATA(arr)
         row_bytes[i] = arr.strides[0]
     cdef int t = t0, s, rc = 0, team, n_improvable, all_end, finished = 0, nan_row = 0, part
-    cdef Py_ssize_t used
     cdef _BeamSources job
     job.S, job.K, job.V, job.mid, job.max_len, job.eos, job.min_length = S, K, V, (S + 1) // 2, max_len, eos, min_length
     job.start_id, job.ngram, job.nb, job.ld, job.T, job.plane = start_id, ngram, nb, ld, T, plane
@@ -192,6 +220,10 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
     job.act, job.bn, job.pv, job.parent, job.repetition_penalty = act, bn, pv, parent, <float>repetition_penalty
     job.pw = pw
     job.pfx = <int64_t*>cnp.PyArray_DATA(prefix) if pw else NULL
+    cdef _Reorder reorder
+    reorder.S, reorder.K, reorder.mid, reorder.n_state = S, K, (S + 1) // 2, n_state
+    reorder.bases, reorder.row_bytes, reorder.lay, reorder.act, reorder.parent = bases, row_bytes, lay, act, parent
+    reorder.scr[0], reorder.scr[1] = scr, scr + half
     for part in range(2):
         job.cand_s[part], job.cand_i[part], job.hist[part] = cand_s + part * 2 * K, cand_i + part * 2 * K, hist + part * (T + 2)
     with nogil:
@@ -225,13 +257,13 @@ def beam(Program step, Program writeback, cnp.ndarray logits, cnp.ndarray prev, 
                 rc = writeback._run(nthreads)
                 if rc:
                     break
-            # the state rows follow their beams (positions 0 .. t - 1 of a time axis are in use)
-            for i in range(n_state):
-                used = lay[i * 3 + 2] * t if lay[i * 3 + 2] else lay[i * 3 + 1]
-                for s in range(S):
-                    if act[s]:
-                        _reorder_rows(bases[i], row_bytes[i], lay[i * 3], lay[i * 3 + 1], used, parent + s * K,
-                                      K, <Py_ssize_t>s * K, scr)
+            # the state rows follow their beams, the sources in two halves when the run holds the team
+            reorder.t = t
+            if step.team_nt == TEAM and S > 1:
+                sj_team_run(_reorder_sources, &reorder)
+            else:
+                _reorder_sources(&reorder, 0)
+                _reorder_sources(&reorder, 1)
             if n_improvable <= stop_active:
                 break
         writeback.team_nt = 1
