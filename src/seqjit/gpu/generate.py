@@ -45,6 +45,8 @@ def supports(opts, callback, vocab: int) -> str | None:
         if opts.sampling_topp < 1.0 and k == 0:
             return "top-p sampling without a top-k filter"
         return None
+    if opts.num_beam_groups > 1:
+        return "group (diverse) beam search (num_beam_groups > 1)"
     if opts.beam_size > MAX_BEAM:
         return f"beams wider than {MAX_BEAM}"
     if opts.beam_size > 1 and opts.return_attention:
