@@ -247,7 +247,7 @@ class DecodingOptions:
     def _validate_groups(self) -> None:
         groups = self.num_beam_groups
         if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
-            raise ValueError(f"num_beam_groups must be an groups >= 1, got {groups!r}")
+            raise ValueError(f"num_beam_groups must be an integer >= 1, got {groups!r}")
         penalty = self.diversity_penalty
         if not isinstance(penalty, numbers.Real) or isinstance(penalty, bool) or not math.isfinite(penalty) \
                 or penalty < 0:
