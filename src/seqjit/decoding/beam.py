@@ -33,14 +33,8 @@ def _top(values: np.ndarray, k: int) -> np.ndarray:
 def beam_search(model, state, options, *, suppressed=(), prefix=None):
     """Decode every source row of ``state`` (a fresh DecoderState with one row per source): the
     decode loop (:func:`~seqjit.decoding.loop.decode_loop`) with a :class:`BeamChooser`. ``prefix``:
-    each source's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`), or None.
-    ``options.num_beam_groups`` > 1: group beam search (:mod:`seqjit.decoding.group_beam`)."""
-    if options.num_beam_groups > 1:  # group (diverse) beam search, built on BeamChooser
-        from .group_beam import GroupBeamChooser
-
-        chooser = GroupBeamChooser(model, state.batch, options, prefix, suppressed)
-    else:
-        chooser = BeamChooser(model, state.batch, options, prefix)
+    each source's ``target_prefix`` (:func:`seqjit.decoding.prefix.prefix_rows`), or None."""
+    chooser = BeamChooser(model, state.batch, options, prefix)
     return drain(decode_loop(model, state, options, chooser, suppressed=suppressed))
 
 

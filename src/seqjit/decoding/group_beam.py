@@ -22,6 +22,15 @@ import numpy as np
 
 from . import processors
 from .beam import _NEG, BeamChooser, _check_some_left, _results, _top
+from .inputs import drain
+from .loop import decode_loop
+
+
+def group_beam_search(model, state, options, *, suppressed=(), prefix=None):
+    """:func:`seqjit.decoding.beam.beam_search` with ``options.num_beam_groups`` > 1: the decode loop
+    with a :class:`GroupBeamChooser` (the same arguments and results)."""
+    chooser = GroupBeamChooser(model, state.batch, options, prefix, suppressed)
+    return drain(decode_loop(model, state, options, chooser, suppressed=suppressed))
 
 
 class GroupBeamChooser(BeamChooser):
