@@ -1,7 +1,8 @@
 """Group (diverse) beam search against ``transformers`` 4.x's own ``group_beam_search`` (gone from
 transformers 5, which loads it from a Hub repository): run by .ci/hf4 in a venv with transformers 4.56.2
 (``-m hf4``; every other run deselects these). A seeded tiny Marian built and saved by transformers 4,
-loaded with ``seqjit.from_hf``; 50 sources, every returned hypothesis's ids equal and its score
+loaded with ``seqjit.from_hf`` (its end token's logit raised, so that hypotheses end at every length
+and some run to max_length); 50 sources, every returned hypothesis's ids equal and its score
 (``sequences_scores``: sum of log-probabilities / length ** length_penalty, the end token counted)
 within 1e-4."""
 import numpy as np
@@ -18,7 +19,11 @@ def pair(tmp_path_factory, make_tiny_marian):
     import transformers
 
     assert transformers.__version__.startswith("4."), transformers.__version__
+    import torch
+
     hf = make_tiny_marian(seed=3)
+    with torch.no_grad():  # the end token's logit raised: hypotheses end at many lengths, some run to max_length
+        hf.final_logits_bias[0, EOS] += 2.0
     path = tmp_path_factory.mktemp("marian-hf4")
     hf.save_pretrained(path)
     return hf, seqjit.from_hf(path)
@@ -54,5 +59,7 @@ def test_group_beam_equals_transformers_4(pair, marian_generate, marian_sources,
                          num_hypotheses=n, length_penalty=length_penalty, max_length=max_length, return_scores=True)
     assert [r.ids for r in got] == want_ids
     np.testing.assert_allclose(np.array([r.scores for r in got]), want_scores, rtol=0, atol=1e-4)
+    lengths = {len(h) for r in got for h in r.ids}
+    assert max_length in lengths and len(lengths) > 5  # finished early and at max_length
     # the groups differ: not every source's hypotheses are one group's beam search repeated
     assert any(len({tuple(h) for h in r.ids}) == n for r in got)
