@@ -1,7 +1,7 @@
 # Convenience targets; the README's two Quickstart commands work without make.
 PY ?= python3
 
-.PHONY: install dev test test-all test-toolkits bench bench-smoke demo g2p-train g2p-eval clean
+.PHONY: install dev test test-all test-hf4 test-toolkits bench bench-smoke demo g2p-train g2p-eval clean
 
 install:            ## install seqjit (builds the Cython kernels)
 	$(PY) -m pip install .
@@ -13,7 +13,10 @@ test:               ## the CI test run (same as .ci/run)
 	bash .ci/run
 
 test-all:           ## including the slow, real-size model tests (not the toolkit ones: make test-toolkits)
-	$(PY) -m pytest -q -m "not toolkit"
+	$(PY) -m pytest -q -m "not toolkit and not hf4"
+
+test-hf4:           ## group beam search against transformers 4.x's own, in a cached venv of its own
+	bash .ci/hf4
 
 test-toolkits:      ## against OpenNMT-py 3.5.1's, JoeyNMT 2.3.0's and Keras' own code, in a cached venv of their own
 	bash .ci/toolkits

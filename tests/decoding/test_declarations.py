@@ -17,6 +17,7 @@ TABLE = [
     (dict(beam_size=4), ALL, True),
     (dict(beam_size=4, length_penalty=0.6, num_hypotheses=2), ALL, True),
     (dict(beam_size=200), PYTHON_ONLY, False),
+    (dict(beam_size=4, num_beam_groups=2, diversity_penalty=0.5), PYTHON_ONLY, False),  # group beam: Python loop
     (dict(sampling_topk=0, seed=1), ALL, True),
     (dict(sampling_topk=5, sampling_temperature=0.7, seed=1), ALL, True),
     (dict(sampling_topk=0, sampling_topp=0.9, seed=1), ALL, False),

@@ -58,7 +58,7 @@ def test_non_finite_float_options_are_refused_by_name(rnn, name, value):
 def test_every_float_option_is_checked_for_finiteness():
     floats = [f.name for f in dataclasses.fields(DecodingOptions) if f.type == "float"]
     assert sorted(floats) == sorted(["length_penalty", "repetition_penalty", "sampling_topp", "sampling_temperature",
-                                    "min_alternative_expansion_prob"])
+                                    "min_alternative_expansion_prob", "diversity_penalty"])
     for name in floats:
         with pytest.raises(ValueError, match=name):
             DecodingOptions(**{name: math.nan}).validate()

@@ -15,7 +15,8 @@ NAMES = [f.name for f in dataclasses.fields(DecodingOptions)]
 ODD_NUMBERS = st.sampled_from([0, -1, 1, 2, 3, 7, 10**9, 2**70, 0.5, -0.0, 1.5, math.nan, math.inf, -math.inf])
 VALUES = st.one_of(ODD_NUMBERS, st.booleans(), st.none(), st.just("3"), st.just([1]), st.integers(-5, 40))
 VALID = dict(max_length=st.integers(1, 12), min_length=st.integers(0, 4), beam_size=st.integers(1, 3),
-             num_hypotheses=st.just(1), length_penalty=st.floats(0, 2), repetition_penalty=st.floats(1, 2),
+             num_hypotheses=st.just(1), num_beam_groups=st.integers(1, 3), diversity_penalty=st.floats(0, 1.5),
+             length_penalty=st.floats(0, 2), repetition_penalty=st.floats(1, 2),
              no_repeat_ngram_size=st.integers(0, 3), sampling_topk=st.integers(0, 5),
              sampling_topp=st.floats(0.1, 1), sampling_temperature=st.floats(0.5, 2), seed=st.integers(0, 5),
              forced_bos_id=st.integers(0, 10), forced_eos_id=st.integers(0, 10), return_scores=st.booleans(), return_attention=st.booleans(),

@@ -46,7 +46,8 @@ SEARCH = {"max_length": 20, "max_new_tokens": None, "min_length": 0, "min_new_to
           "penalty_alpha": None, "dola_layers": None, "guidance_scale": None, "max_time": None,
           "remove_invalid_values": False}
 #: transformers' search settings whose seqjit option has the same name
-_SAME_NAME = ("min_length", "length_penalty", "repetition_penalty", "no_repeat_ngram_size")
+_SAME_NAME = ("min_length", "length_penalty", "repetition_penalty", "no_repeat_ngram_size", "num_beam_groups",
+              "diversity_penalty")
 #: keys without effect on the generated tokens
 NO_EFFECT = ("pad_token_id", "output_attentions", "output_hidden_states", "output_scores", "output_logits",
              "return_dict_in_generate", "use_cache", "cache_implementation", "cache_config", "max_cache_len",

@@ -34,6 +34,8 @@ def supports(request) -> str | None:
     options = request.options
     if options.prefixed and any(t in options.end_ids(request.model.eos_id) for p in options.target_prefix for t in p):
         return "a target_prefix holding an end token (the native beam search would end there)"
+    if options.num_beam_groups > 1:
+        return "group (diverse) beam search (num_beam_groups > 1: the Python beam loop)"
     if request.options.beam_size > MAX_BEAM:
         return f"beam_size above {MAX_BEAM}"
     vocab = getattr(request.model, "target_vocab_size", None)

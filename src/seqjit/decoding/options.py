@@ -26,8 +26,6 @@ HF_NAMES = {
     "stopping_criteria": "callback= (returning True stops that source)",
     "max_time": "no equivalent: decoding stops at max_length or the end token",
     "early_stopping": "no equivalent: beam search stops once no running hypothesis can beat the finished ones",
-    "num_beam_groups": "no equivalent: diverse (group) beam search is not implemented",
-    "diversity_penalty": "no equivalent: diverse (group) beam search is not implemented",
     "penalty_alpha": "no equivalent: contrastive search is not implemented",
     "typical_p": "no equivalent: typical sampling is not implemented (sampling_topk, sampling_topp)",
     "epsilon_cutoff": "no equivalent: truncation sampling is not implemented (sampling_topk, sampling_topp)",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from seqjit.decoding.batch import SourceBatch
 from seqjit.decoding.beam import beam_search as host_beam_search
+from seqjit.decoding.group_beam import group_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
 from seqjit.decoding.inputs import check_batching, drain, finished, parse_options, resolve_rules
 from seqjit.decoding.prefix import checked_prefix
@@ -46,6 +47,8 @@ def supports(opts, callback, vocab: int, eos: int = -1) -> str | None:
         if opts.sampling_topp < 1.0 and k == 0:
             return "top-p sampling without a top-k filter"
         return None
+    if opts.num_beam_groups > 1:
+        return "group (diverse) beam search (num_beam_groups > 1)"
     if opts.beam_size > MAX_BEAM:
         return f"beams wider than {MAX_BEAM}"
     if opts.beam_size > 1 and opts.return_attention:
@@ -84,7 +87,8 @@ def _decode(model, state, opts, suppressed, callback, sources, on_device: bool, 
             return beam_search(model, state, opts, suppressed, prefix)
         return greedy_search(model, state, opts, suppressed, sources, prefix)
     if opts.beam_size > 1:
-        return host_beam_search(model, state, opts, suppressed=suppressed, prefix=prefix)
+        search = group_beam_search if opts.num_beam_groups > 1 else host_beam_search
+        return search(model, state, opts, suppressed=suppressed, prefix=prefix)
     return drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                          stream=callback is not None,
                                          need_scores=opts.return_scores or callback is not None, sources=sources,

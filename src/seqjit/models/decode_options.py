@@ -46,6 +46,15 @@ class DecodingOptions:
         'beam width; 1 decodes greedily (or samples)')
     num_hypotheses: int = option(1,
         'the n-best kept per source (<= beam_size)')
+    num_beam_groups: int = option(1,
+        "group (diverse) beam search, as transformers 4.x's group_beam_search: the beam_size beams split into "
+        "this many groups of beam_size / num_beam_groups (it must divide beam_size), each a beam search of its "
+        "own whose step sees the tokens the earlier groups chose at that step (diversity_penalty); the "
+        "num_hypotheses best of all groups' hypotheses are returned; 1: plain beam search")
+    diversity_penalty: float = option(0.0,
+        "with num_beam_groups > 1: at each step, a group's log-probability of a token is lowered by this times "
+        "the number of beams of the earlier groups that chose it at that step (transformers' Hamming "
+        "diversity); finite, >= 0")
     length_penalty: float = option(1.0,
         'beam scores are sum(log p) / length ** length_penalty (as transformers); within the range where '
         'float32 scores stay finite (about [-1.49, 12.5] at max_length 256)')
@@ -177,6 +186,7 @@ class DecodingOptions:
             raise ValueError(f"num_hypotheses ({self.num_hypotheses}) must not exceed beam_size ({self.beam_size})")
         if self.beam_size > 1 and self.sampling:
             raise ValueError("sampling_topk != 1 (sampling) cannot be combined with beam_size > 1")
+        self._validate_groups()
         for name in ("repetition_penalty", "sampling_temperature"):
             if not finite(name) > 0:
                 raise ValueError(f"{name} must be a positive number, got {getattr(self, name)!r}")
@@ -233,6 +243,27 @@ class DecodingOptions:
                     raise ValueError(f"target_prefix[{i}] holds token id {token}: token ids are non-negative")
             if len(entry) > self.max_length:
                 raise ValueError(f"target_prefix[{i}] has {len(entry)} tokens, more than max_length {self.max_length}")
+
+    def _validate_groups(self) -> None:
+        groups = self.num_beam_groups
+        if not isinstance(groups, int) or isinstance(groups, bool) or groups < 1:
+            raise ValueError(f"num_beam_groups must be an integer >= 1, got {groups!r}")
+        penalty = self.diversity_penalty
+        if not isinstance(penalty, numbers.Real) or isinstance(penalty, bool) or not math.isfinite(penalty) \
+                or penalty < 0:
+            raise ValueError(f"diversity_penalty must be a finite number >= 0, got {penalty!r}")
+        if groups == 1:
+            if penalty:
+                raise ValueError(f"diversity_penalty ({penalty!r}) needs num_beam_groups > 1 (with one group no "
+                                 "earlier group chose a token)")
+            return
+        if self.sampling:
+            raise ValueError("num_beam_groups > 1 (group beam search) cannot be combined with sampling "
+                             "(sampling_topk != 1), as transformers refuses do_sample with groups")
+        if self.return_attention:
+            raise ValueError("return_attention is not supported with num_beam_groups > 1 (group beam search)")
+        if self.beam_size % groups:
+            raise ValueError(f"num_beam_groups ({groups}) must divide beam_size ({self.beam_size})")
 
     @property
     def prefixed(self) -> bool:
