@@ -197,7 +197,7 @@ def isa(request):
 
 def pytest_collection_modifyitems(config, items):
     """The ``hf4`` tests (against ``transformers`` 4.x, .ci/hf4 in a venv of their own) run only when
-    ``-m`` names ``hf4``: every other command (the README's ``-m "not slow and not toolkit"``, ``make
+    ``-m`` names ``hf4``: every other command (the README's ``-m "not slow and not toolkit and not hf4"`` as well, ``make
     test-all``) deselects them, as they cannot pass on the ``transformers`` 5 it runs."""
     if "hf4" in (config.getoption("markexpr", "") or ""):
         return
