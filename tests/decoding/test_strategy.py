@@ -81,7 +81,7 @@ def spied(monkeypatch):
     spy(native_greedy, "native_greedy", "native")
     spy(native_beam, "native_beam", "native")
     spy(api, "greedy_search", "python")
-    spy(api, "beam_search", "python")
+    spy(api, "python_beam_search", "python")
     return ran
 
 

@@ -16,8 +16,7 @@ from seqjit.kernels._threads import default_num_threads, get_num_threads, thread
 
 from . import native_beam, native_greedy
 from .alternatives import decode_alternatives
-from .beam import beam_search
-from .group_beam import group_beam_search
+from .group_beam import python_beam_search
 from .greedy import greedy_search
 from .runner_pool import RunnerPool
 from .batch import SourceBatch
@@ -217,8 +216,7 @@ def _decode(model, state, opts, callback, choice: Choice, sources=None, prefix=N
         if results is not None:
             return results
     if opts.beam_size > 1:
-        search = group_beam_search if opts.num_beam_groups > 1 else beam_search
-        return search(model, state, opts, suppressed=suppressed, prefix=prefix)
+        return python_beam_search(model, state, opts, suppressed=suppressed, prefix=prefix)
     return drain(greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                 stream=callback is not None, need_scores=opts.return_scores or callback is not None,
                                 sources=sources, prefix=prefix))

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import processors
-from .beam import _NEG, BeamChooser, _check_some_left, _results, _top
+from .beam import _NEG, BeamChooser, _check_some_left, _results, _top, beam_search
 from .inputs import drain
 from .loop import decode_loop
 
@@ -31,6 +31,14 @@ def group_beam_search(model, state, options, *, suppressed=(), prefix=None):
     with a :class:`GroupBeamChooser` (the same arguments and results)."""
     chooser = GroupBeamChooser(model, state.batch, options, prefix, suppressed)
     return drain(decode_loop(model, state, options, chooser, suppressed=suppressed))
+
+
+def python_beam_search(model, state, options, *, suppressed=(), prefix=None):
+    """The Python loop's beam search for ``options``: :func:`group_beam_search` with
+    ``num_beam_groups`` > 1, else :func:`seqjit.decoding.beam.beam_search` (picked here: ``beam.py``
+    cannot import this module without an import circle)."""
+    search = group_beam_search if options.num_beam_groups > 1 else beam_search
+    return search(model, state, options, suppressed=suppressed, prefix=prefix)
 
 
 class GroupBeamChooser(BeamChooser):

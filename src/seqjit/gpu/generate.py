@@ -13,8 +13,7 @@ above :data:`~seqjit.kernels.sampling.cuda.SAMPLE_MAX_K` or top-p without a top-
 from __future__ import annotations
 
 from seqjit.decoding.batch import SourceBatch
-from seqjit.decoding.beam import beam_search as host_beam_search
-from seqjit.decoding.group_beam import group_beam_search
+from seqjit.decoding.group_beam import python_beam_search
 from seqjit.decoding.greedy import greedy_search as host_greedy_search
 from seqjit.decoding.inputs import check_batching, drain, finished, parse_options, resolve_rules
 from seqjit.decoding.prefix import checked_prefix
@@ -87,8 +86,7 @@ def _decode(model, state, opts, suppressed, callback, sources, on_device: bool, 
             return beam_search(model, state, opts, suppressed, prefix)
         return greedy_search(model, state, opts, suppressed, sources, prefix)
     if opts.beam_size > 1:
-        search = group_beam_search if opts.num_beam_groups > 1 else host_beam_search
-        return search(model, state, opts, suppressed=suppressed, prefix=prefix)
+        return python_beam_search(model, state, opts, suppressed=suppressed, prefix=prefix)
     return drain(host_greedy_search(model, state, opts, suppressed=suppressed, on_token=callback,
                                          stream=callback is not None,
                                          need_scores=opts.return_scores or callback is not None, sources=sources,
